@@ -1,0 +1,118 @@
+//! Spawn glue: one file per runtime, and the rule that picks one.
+
+#[cfg(feature = "async-std")]
+mod async_std;
+#[cfg(feature = "smol")]
+mod smol;
+pub(crate) mod thread;
+#[cfg(feature = "tokio")]
+mod tokio;
+
+use crate::{Error, Run};
+
+/// Where [`Pump::spawn_on`](crate::Pump::spawn_on) runs the pump future.
+///
+/// [`Pump::spawn`](crate::Pump::spawn) picks one with [`Backend::detect`].
+///
+/// # Examples
+///
+/// ```
+/// use ffi_pump::{Backend, Pump};
+///
+/// let pump = Pump::new(|| {});
+/// // A dedicated thread works with any feature set, with no runtime at all.
+/// pump.spawn_on(Backend::Thread)?;
+/// # Ok::<(), ffi_pump::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Backend {
+    /// A detached task on smol's global executor (feature `smol`).
+    Smol,
+    /// A detached async-std task (feature `async-std`).
+    AsyncStd,
+    /// A detached task on the current tokio runtime (feature `tokio`, inside a runtime).
+    Tokio,
+    /// A dedicated thread named `ffi-pump`, driving the pump with `async_io::block_on`
+    /// (always available).
+    Thread,
+}
+
+impl Backend {
+    /// The backend [`Pump::spawn`](crate::Pump::spawn) uses when called here, by this rule:
+    ///
+    /// 1. `Tokio` if the `tokio` feature is on and this thread is inside a tokio runtime;
+    /// 2. else `Smol` if the `smol` feature is on;
+    /// 3. else `AsyncStd` if the `async-std` feature is on;
+    /// 4. else `Thread`.
+    ///
+    /// The rule makes features additive: turning on `tokio` somewhere in a dependency graph
+    /// never moves a smol or async-std user's pump onto tokio, since outside a tokio runtime
+    /// rule 1 does not apply.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::Backend;
+    ///
+    /// // Outside any tokio runtime, with the default features:
+    /// # #[cfg(feature = "smol")]
+    /// assert_eq!(Backend::detect(), Backend::Smol);
+    /// ```
+    pub fn detect() -> Backend {
+        #[cfg(feature = "tokio")]
+        if tokio::is_available() {
+            return Backend::Tokio;
+        }
+        if cfg!(feature = "smol") {
+            Backend::Smol
+        } else if cfg!(feature = "async-std") {
+            Backend::AsyncStd
+        } else {
+            Backend::Thread
+        }
+    }
+
+    /// Whether [`Pump::spawn_on`](crate::Pump::spawn_on) can use this backend here: its feature is
+    /// compiled in, and for tokio, this thread is inside a tokio runtime.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::Backend;
+    ///
+    /// assert!(Backend::Thread.is_available());
+    /// // Outside a runtime tokio has nowhere to spawn, whatever the features.
+    /// assert!(!Backend::Tokio.is_available());
+    /// ```
+    pub fn is_available(self) -> bool {
+        match self {
+            Backend::Smol => cfg!(feature = "smol"),
+            Backend::AsyncStd => cfg!(feature = "async-std"),
+            #[cfg(feature = "tokio")]
+            Backend::Tokio => tokio::is_available(),
+            #[cfg(not(feature = "tokio"))]
+            Backend::Tokio => false,
+            Backend::Thread => true,
+        }
+    }
+}
+
+/// Spawns `run` detached on `backend`.
+pub(crate) fn spawn(backend: Backend, run: Run) -> Result<(), Error> {
+    if !backend.is_available() {
+        return Err(Error::BackendUnavailable(backend));
+    }
+    match backend {
+        #[cfg(feature = "smol")]
+        Backend::Smol => smol::spawn(run),
+        #[cfg(feature = "async-std")]
+        Backend::AsyncStd => async_std::spawn(run),
+        #[cfg(feature = "tokio")]
+        Backend::Tokio => tokio::spawn(run),
+        Backend::Thread => thread::spawn(run)?,
+        #[allow(unreachable_patterns)]
+        _ => return Err(Error::BackendUnavailable(backend)),
+    }
+    Ok(())
+}

@@ -1,0 +1,5 @@
+use crate::Run;
+
+pub(crate) fn spawn(run: Run) {
+    smol::spawn(run).detach();
+}

@@ -1,0 +1,152 @@
+//! [`Builder`]: the pump's settings.
+
+use std::time::Duration;
+
+use crate::backend::thread;
+use crate::shared::{Config, Shared};
+use crate::{Error, Pump};
+
+/// Settings for a [`Pump`], from [`Pump::builder`].
+///
+/// # Examples
+///
+/// ```
+/// use ffi_pump::Pump;
+/// use std::time::Duration;
+///
+/// let pump = Pump::builder()
+///     .interval(Duration::from_millis(5))
+///     .idle_stop(false) // keep servicing the loop even when nobody waits
+///     .build(|| { /* ffi::run_event_loop_once() */ })?;
+/// # Ok::<(), ffi_pump::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Builder {
+    interval: Duration,
+    idle_stop: bool,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            interval: Builder::DEFAULT_INTERVAL,
+            idle_stop: true,
+        }
+    }
+}
+
+impl Builder {
+    /// The timer period when none is set: 1 ms.
+    pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(1);
+
+    /// A builder with the defaults: a 1 ms interval, idle stop on.
+    pub fn new() -> Self {
+        Builder::default()
+    }
+
+    /// How often the pump's timer runs the loop while someone waits (default 1 ms).
+    ///
+    /// A zero interval is refused by [`build`](Builder::build). An interval too long for the
+    /// clock (such as `Duration::MAX`) means the timer never fires: the loop then runs only for
+    /// [`Pump::kick`] and [`Pump::turn`].
+    pub fn interval(mut self, interval: Duration) -> Self {
+        self.interval = interval;
+        self
+    }
+
+    /// Whether the pump stops calling the loop while no wait is pending (default `true`).
+    ///
+    /// Idle, the pump sleeps and costs nothing; the first new wait or [`Pump::kick`] restarts it,
+    /// with its first tick one interval later. Turn it off for loops that must be serviced even
+    /// when nobody waits (keep-alives, incoming connections).
+    pub fn idle_stop(mut self, idle_stop: bool) -> Self {
+        self.idle_stop = idle_stop;
+        self
+    }
+
+    fn config(&self) -> Result<Config, Error> {
+        if self.interval.is_zero() {
+            return Err(Error::InvalidConfig("interval must be longer than zero"));
+        }
+        Ok(Config {
+            interval: self.interval,
+            idle_stop: self.idle_stop,
+        })
+    }
+
+    /// Builds a pump around `run_once`, the C library's "process what is pending" call.
+    ///
+    /// The pump calls it once per round, never from two threads at once and never from inside
+    /// itself. Nothing runs until the pump is driven: [`Pump::spawn`] or [`Pump::run`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] for a zero interval.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::{Error, Pump};
+    /// use std::time::Duration;
+    ///
+    /// let zero = Pump::builder().interval(Duration::ZERO).build(|| {});
+    /// assert!(matches!(zero, Err(Error::InvalidConfig(_))));
+    /// ```
+    pub fn build<F>(self, run_once: F) -> Result<Pump, Error>
+    where
+        F: FnMut() + Send + 'static,
+    {
+        let shared = Shared::new(self.config()?, Some(Box::new(run_once)));
+        Ok(Pump::from_shared(shared))
+    }
+
+    /// Builds a pump whose loop lives on a dedicated thread, started now, and needs no runtime.
+    ///
+    /// `factory` runs on that thread and returns the `run_once` closure, so the loop state it
+    /// creates never leaves the thread: this is how a `!Send` C handle (curl's `Multi`, a GLib
+    /// `MainContext` acquired by its thread) is driven. Only that thread calls `run_once`;
+    /// [`Pump::turn`] from elsewhere asks it for a run and waits for it. The pump is driven
+    /// already: [`Pump::spawn`] is not needed. The thread ends when the pump closes.
+    ///
+    /// If `factory` panics, the pump is poisoned: waits end with [`Error::Panicked`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] for a zero interval, [`Error::ThreadSpawn`] if the thread cannot
+    /// be started.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::Pump;
+    /// use std::cell::Cell;
+    /// use std::rc::Rc;
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use std::sync::Arc;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let done = Arc::new(AtomicBool::new(false));
+    /// let flag = done.clone();
+    /// let pump = Pump::builder().build_on_thread(move || {
+    ///     // `Rc` is `!Send`: it is created on the pump thread and stays there.
+    ///     let runs = Rc::new(Cell::new(0));
+    ///     move || {
+    ///         runs.set(runs.get() + 1);
+    ///         flag.store(runs.get() >= 2, Ordering::SeqCst);
+    ///     }
+    /// })?;
+    /// pump.wait_until(move || done.load(Ordering::SeqCst)).await?;
+    /// # Ok::<(), ffi_pump::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn build_on_thread<F, R>(self, factory: F) -> Result<Pump, Error>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: FnMut() + 'static,
+    {
+        let shared = Shared::new(self.config()?, None);
+        let pump = Pump::from_shared(shared.clone());
+        thread::spawn_owner(shared, factory)?;
+        Ok(pump)
+    }
+}

@@ -1,0 +1,88 @@
+use std::fmt;
+use std::io;
+
+use crate::Backend;
+
+/// Why a pump operation did not succeed.
+///
+/// # Examples
+///
+/// ```
+/// use ffi_pump::{Error, Pump};
+/// use std::time::Duration;
+///
+/// # futures_lite::future::block_on(async {
+/// let pump = Pump::new(|| {});
+/// pump.spawn();
+/// let never = pump.wait_until(|| false).timeout(Duration::from_millis(10)).await;
+/// assert_eq!(never, Err(Error::TimedOut));
+///
+/// // It converts into `std::io::Error` for code that speaks `io::Result`.
+/// let io: std::io::Error = Error::TimedOut.into();
+/// assert_eq!(io.kind(), std::io::ErrorKind::TimedOut);
+/// # Ok::<(), Error>(())
+/// # }).unwrap();
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Error {
+    /// The wait's `.timeout(..)` elapsed before its condition held.
+    TimedOut,
+    /// The pump was closed: [`Pump::close`](crate::Pump::close) was called, the last
+    /// [`Pump`](crate::Pump) handle was dropped, or the task driving it was dropped.
+    Closed,
+    /// `run_once` (or the factory of [`Builder::build_on_thread`](crate::Builder::build_on_thread))
+    /// panicked; the pump is poisoned and stopped.
+    Panicked,
+    /// Nothing drives the pump: neither [`Pump::spawn`](crate::Pump::spawn) nor
+    /// [`Pump::run`](crate::Pump::run) was called, so a wait would never finish.
+    NotRunning,
+    /// Called from inside the pump (from `run_once` or from a wait's check) on the same thread,
+    /// where waiting for the loop could only deadlock.
+    Reentrant,
+    /// The builder was given a setting it cannot use; the text says which.
+    InvalidConfig(&'static str),
+    /// The requested backend is not compiled in, or has no runtime here (tokio outside a runtime).
+    BackendUnavailable(Backend),
+    /// The operating system refused to start the pump's thread.
+    ThreadSpawn(io::ErrorKind),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::TimedOut => f.write_str("timed out waiting for the C event loop"),
+            Error::Closed => f.write_str("the pump is closed"),
+            Error::Panicked => f.write_str("the pump's run_once panicked; the pump is poisoned"),
+            Error::NotRunning => f.write_str(
+                "nothing drives the pump: call Pump::spawn() or spawn Pump::run() before waiting",
+            ),
+            Error::Reentrant => f.write_str(
+                "called from inside the pump's run_once or a wait's check, where it would deadlock",
+            ),
+            Error::InvalidConfig(why) => write!(f, "invalid pump configuration: {why}"),
+            Error::BackendUnavailable(backend) => {
+                write!(f, "backend {backend:?} is not available here")
+            }
+            Error::ThreadSpawn(kind) => write!(f, "could not start the pump thread: {kind}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<Error> for io::Error {
+    fn from(err: Error) -> io::Error {
+        let kind = match err {
+            Error::TimedOut => io::ErrorKind::TimedOut,
+            Error::Closed => io::ErrorKind::BrokenPipe,
+            Error::NotRunning => io::ErrorKind::NotConnected,
+            Error::Reentrant => io::ErrorKind::ResourceBusy,
+            Error::InvalidConfig(_) => io::ErrorKind::InvalidInput,
+            Error::BackendUnavailable(_) => io::ErrorKind::Unsupported,
+            Error::ThreadSpawn(kind) => kind,
+            Error::Panicked => io::ErrorKind::Other,
+        };
+        io::Error::new(kind, err)
+    }
+}

@@ -1,0 +1,95 @@
+//! Drive a C library's non-reentrant event loop from many async tasks: once per round, never
+//! concurrently, never re-entrantly, and not at all while nobody waits.
+//!
+//! ```
+//! use ffi_pump::Pump;
+//! use std::time::Duration;
+//! # mod ffi {
+//! #     use std::sync::atomic::{AtomicU32, Ordering};
+//! #     static RUNS: AtomicU32 = AtomicU32::new(0);
+//! #     pub unsafe fn run_event_loop_once() { RUNS.fetch_add(1, Ordering::SeqCst); }
+//! #     pub unsafe fn check_status_for_id(id: u32) -> bool { RUNS.load(Ordering::SeqCst) > id }
+//! # }
+//!
+//! # futures_lite::future::block_on(async {
+//! let pump = Pump::builder()
+//!     .interval(Duration::from_millis(1))
+//!     // SAFETY (for a real binding): the pump never calls this concurrently or re-entrantly.
+//!     .build(|| unsafe { ffi::run_event_loop_once() })?;
+//! pump.spawn(); // a detached task on the backend the cargo features select
+//!
+//! // In any task, on any executor:
+//! let id = 2;
+//! pump.wait_until(move || unsafe { ffi::check_status_for_id(id) })
+//!     .timeout(Duration::from_secs(2))
+//!     .await?;
+//! # Ok::<(), ffi_pump::Error>(())
+//! # }).unwrap();
+//! ```
+//!
+//! # The problem
+//!
+//! A C library (libcurl's multi interface, libusb, GLib, c-ares, Tcl, …) only changes the status
+//! of its objects inside its `run_once()` call, which is not re-entrant and usually not
+//! thread-safe. A future that calls `run_once()` from its own `poll` runs the loop once per
+//! waiting future per round, concurrently on a multi-threaded executor: wasted CPU and undefined
+//! behaviour in C.
+//!
+//! # How the pump works
+//!
+//! - One [`async_lock::Mutex`] guards the C library: holding it is the right to call into C.
+//! - The pump future ([`Pump::run`], or [`Pump::spawn`] to spawn it for you) ticks an
+//!   [`async_io::Timer`]. Each tick `try_lock`s the loop: the holder calls `run_once()`, bumps
+//!   the round counter and broadcasts "loop ran" on an [`event_listener::Event`]. Whoever finds a
+//!   run in progress waits for its end instead of running the loop again.
+//! - A wait ([`Pump::wait_until`], [`Pump::wait_for`]) listens *before* it checks, so no run can
+//!   slip between its check and its sleep, and checks under the same lock, so a check never
+//!   overlaps a run.
+//! - No wait pending: the timer stops. The first wait, or a [`Pump::kick`], restarts it.
+//! - [`Pump::close`], dropping the last [`Pump`], or dropping the driver ends every wait with
+//!   [`Error::Closed`]; a panic in `run_once` ends them with [`Error::Panicked`]. Nothing hangs.
+//!
+//! # Backends
+//!
+//! The pump future only needs `async-io`'s timer, which drives itself, so it runs on any
+//! executor. The cargo features `smol` (default), `async-std` and `tokio` add spawn glue; they are
+//! additive, and [`Backend::detect`] documents which one [`Pump::spawn`] picks. With no runtime at
+//! all, [`Backend::Thread`] or [`Builder::build_on_thread`] drive the pump from a dedicated thread;
+//! the latter also keeps a `!Send` C handle on the one thread that owns it.
+#![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
+#![forbid(unsafe_code)]
+
+mod backend;
+mod builder;
+mod error;
+mod pump;
+mod reentry;
+mod run;
+mod shared;
+mod stats;
+mod wait;
+
+pub use backend::Backend;
+pub use builder::Builder;
+pub use error::Error;
+pub use pump::{Pump, Turn};
+pub use run::Run;
+pub use stats::Stats;
+pub use wait::{WaitFor, WaitUntil};
+
+#[allow(dead_code)]
+fn __test_send_and_sync() {
+    fn _assert_send<T: Send>() {}
+    fn _assert_sync<T: Sync>() {}
+    fn _assert_static<T: 'static>() {}
+    _assert_send::<Pump>();
+    _assert_sync::<Pump>();
+    _assert_send::<Run>();
+    _assert_static::<Run>();
+    _assert_send::<Turn>();
+    _assert_send::<WaitUntil<fn() -> bool>>();
+    _assert_send::<WaitFor<fn() -> Option<u8>, u8>>();
+    _assert_static::<WaitUntil<fn() -> bool>>();
+    _assert_send::<Error>();
+    _assert_sync::<Error>();
+}

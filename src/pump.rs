@@ -1,0 +1,417 @@
+//! [`Pump`]: the handle users share between tasks.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use crate::backend;
+use crate::shared::Shared;
+use crate::{Backend, Builder, Error, Run, Stats, WaitFor, WaitUntil};
+
+/// A shared driver for a C library's non-reentrant event loop.
+///
+/// The pump calls `run_once` once per round — on its timer, on [`kick`](Pump::kick), or on a
+/// [`turn`](Pump::turn) — never from two threads at once and never from inside itself, and after
+/// each round wakes every wait so it can check its status. Checks run under the same lock as
+/// `run_once`, so they never overlap a run either.
+///
+/// `Pump` is a cheap handle: clone it into every task (it is `Clone + Send + Sync`). When the last
+/// handle is dropped the pump closes, as if [`close`](Pump::close) had been called.
+///
+/// # Examples
+///
+/// ```
+/// use ffi_pump::Pump;
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use std::sync::Arc;
+/// use std::time::Duration;
+///
+/// # futures_lite::future::block_on(async {
+/// // Stand-in for `ffi::run_event_loop_once()` and `ffi::check_status_for_id(id)`.
+/// let runs = Arc::new(AtomicU64::new(0));
+/// let counter = runs.clone();
+/// let pump = Pump::new(move || {
+///     counter.fetch_add(1, Ordering::SeqCst);
+/// });
+/// pump.spawn();
+///
+/// let tasks: Vec<_> = (1..=3)
+///     .map(|id| {
+///         let pump = pump.clone();
+///         let runs = runs.clone();
+///         smol::spawn(async move {
+///             pump.wait_until(move || runs.load(Ordering::SeqCst) >= id)
+///                 .timeout(Duration::from_secs(2))
+///                 .await
+///         })
+///     })
+///     .collect();
+/// for task in tasks {
+///     task.await?;
+/// }
+/// # Ok::<(), ffi_pump::Error>(())
+/// # }).unwrap();
+/// ```
+#[derive(Clone)]
+pub struct Pump {
+    handle: Arc<Handle>,
+}
+
+/// Closes the pump when the last [`Pump`] clone goes.
+struct Handle {
+    shared: Arc<Shared>,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.shared.close();
+    }
+}
+
+impl Pump {
+    /// A pump around `run_once` with the default settings (1 ms interval, idle stop on).
+    ///
+    /// Short for `Pump::builder().build(run_once)`, which cannot fail with the defaults.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::Pump;
+    ///
+    /// let pump = Pump::new(|| { /* ffi::run_event_loop_once() */ });
+    /// pump.spawn();
+    /// ```
+    pub fn new<F>(run_once: F) -> Pump
+    where
+        F: FnMut() + Send + 'static,
+    {
+        match Builder::new().build(run_once) {
+            Ok(pump) => pump,
+            Err(err) => unreachable!("the default settings are valid: {err}"),
+        }
+    }
+
+    /// A [`Builder`] to set the interval and idle behaviour, or to keep the loop on its own thread.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::Pump;
+    /// use std::time::Duration;
+    ///
+    /// let pump = Pump::builder()
+    ///     .interval(Duration::from_millis(10))
+    ///     .build(|| {})?;
+    /// # Ok::<(), ffi_pump::Error>(())
+    /// ```
+    pub fn builder() -> Builder {
+        Builder::new()
+    }
+
+    pub(crate) fn from_shared(shared: Arc<Shared>) -> Pump {
+        Pump {
+            handle: Arc::new(Handle { shared }),
+        }
+    }
+
+    fn shared(&self) -> &Arc<Shared> {
+        &self.handle.shared
+    }
+
+    /// Spawns the pump future as a detached task on the backend [`Backend::detect`] picks, and
+    /// says which one it used.
+    ///
+    /// The pump is counted as driven as soon as this returns, so waits may start at once.
+    /// Spawning twice is harmless: the second driver stands by.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::{Backend, Pump};
+    ///
+    /// let pump = Pump::new(|| {});
+    /// let backend = pump.spawn();
+    /// # #[cfg(feature = "smol")]
+    /// assert_eq!(backend, Backend::Smol); // default features, outside tokio
+    /// ```
+    pub fn spawn(&self) -> Backend {
+        let backend = Backend::detect();
+        if let Err(err) = self.spawn_on(backend) {
+            // Only the thread backend can fail here; that failure has closed the pump.
+            debug_assert!(matches!(err, Error::ThreadSpawn(_)), "{err}");
+        }
+        backend
+    }
+
+    /// Spawns the pump future as a detached task on `backend`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::BackendUnavailable`] if `backend` is not compiled in or (tokio) there is no current
+    /// runtime; nothing is spawned then. [`Error::ThreadSpawn`] if [`Backend::Thread`] cannot
+    /// start its thread; the pump is closed then.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::{Backend, Error, Pump};
+    ///
+    /// let pump = Pump::new(|| {});
+    /// assert_eq!(
+    ///     pump.spawn_on(Backend::Tokio), // not inside a tokio runtime
+    ///     Err(Error::BackendUnavailable(Backend::Tokio)),
+    /// );
+    /// pump.spawn_on(Backend::Thread)?;
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn spawn_on(&self, backend: Backend) -> Result<(), Error> {
+        if !backend.is_available() {
+            return Err(Error::BackendUnavailable(backend));
+        }
+        backend::spawn(backend, self.run())
+    }
+
+    /// The pump future, to spawn on any executor yourself; see [`Run`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::Pump;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), ffi_pump::Error> {
+    /// let pump = Pump::new(|| {});
+    /// tokio::spawn(pump.run());
+    /// pump.turn().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn run(&self) -> Run {
+        Run::new(self.shared().clone())
+    }
+
+    /// Runs the loop once now, or, if a run is in progress, waits for it to finish.
+    ///
+    /// Whoever gets the loop lock first runs the loop; everybody else who calls `turn` meanwhile
+    /// shares that run instead of running it again. A joined run may have started before this
+    /// call: after submitting work to the C side, use [`kick`](Pump::kick) and wait for the
+    /// result to be sure a run sees the work. On a pump built with
+    /// [`Builder::build_on_thread`], the pump thread runs the loop and this waits for that run.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Closed`] or [`Error::Panicked`] once the pump stopped (also if `run_once` panicked
+    /// in this very run); [`Error::NotRunning`] if the run has to come from a driver and there is
+    /// none; [`Error::Reentrant`] when called from inside `run_once` or a check.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future leaves the pump as it was, or with a run requested as by `kick`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::Pump;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let pump = Pump::new(|| {});
+    /// pump.spawn();
+    /// pump.turn().await?;
+    /// assert!(pump.stats().rounds >= 1);
+    /// # Ok::<(), ffi_pump::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn turn(&self) -> Turn {
+        Turn {
+            inner: Box::pin(self.shared().clone().turn()),
+        }
+    }
+
+    /// Waits until `check` returns `true`, calling it after each run of the loop.
+    ///
+    /// `check` is the C library's status call (`check_status_for_id(id)`). It runs first at the
+    /// first poll (a condition that already holds is the fast path), then once after every round,
+    /// each time under the loop lock. Add `.timeout(..)` to bound the wait; see [`WaitUntil`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::TimedOut`], [`Error::Closed`], [`Error::Panicked`], [`Error::NotRunning`] (nothing
+    /// drives the pump: no `spawn`, no `run`), [`Error::Reentrant`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::Pump;
+    /// use std::time::Duration;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let pump = Pump::new(|| {});
+    /// pump.spawn();
+    /// let id = 7;
+    /// pump.wait_until(move || id == 7 /* ffi::check_status_for_id(id) */)
+    ///     .timeout(Duration::from_secs(2))
+    ///     .await?;
+    /// # Ok::<(), ffi_pump::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn wait_until<F>(&self, check: F) -> WaitUntil<F>
+    where
+        F: FnMut() -> bool,
+    {
+        WaitUntil::new(self.shared().clone(), check)
+    }
+
+    /// Waits until `check` returns `Some(value)`, calling it after each run, and yields the value.
+    ///
+    /// Like [`wait_until`](Pump::wait_until), for status calls that carry a result (an HTTP
+    /// status, a byte count, an error code). See [`WaitFor`].
+    ///
+    /// # Errors
+    ///
+    /// As for [`wait_until`](Pump::wait_until).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::Pump;
+    /// use std::time::Duration;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let pump = Pump::new(|| {});
+    /// pump.spawn();
+    /// let bytes = pump.wait_for(|| Some(512_usize)).timeout(Duration::from_secs(2)).await?;
+    /// assert_eq!(bytes, 512);
+    /// # Ok::<(), ffi_pump::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn wait_for<F, T>(&self, check: F) -> WaitFor<F, T>
+    where
+        F: FnMut() -> Option<T>,
+    {
+        WaitFor::new(self.shared().clone(), check)
+    }
+
+    /// Asks for a run as soon as possible, without waiting for it; never blocks.
+    ///
+    /// Call it right after submitting work to the C side, so the work starts now rather than at
+    /// the next tick. Kicks are not lost: a kick while a run is in progress causes one more run
+    /// after it, and a burst of kicks causes one run. It also wakes an idle pump. Does nothing on
+    /// a closed pump.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::Pump;
+    /// use std::time::Duration;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let pump = Pump::builder().interval(Duration::from_secs(3600)).build(|| {})?;
+    /// pump.spawn();
+    /// pump.kick(); // runs now, not in an hour
+    /// # Ok::<(), ffi_pump::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn kick(&self) {
+        self.shared().kick();
+    }
+
+    /// Closes the pump: the loop is not called again, and every pending and later wait ends with
+    /// [`Error::Closed`]. Returns `true` if this call closed it, `false` if it was closed already.
+    ///
+    /// A run in progress finishes first. The pump future ([`Run`]) then completes.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::{Error, Pump};
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let pump = Pump::new(|| {});
+    /// pump.spawn();
+    /// assert!(pump.close());
+    /// assert!(pump.is_closed());
+    /// assert_eq!(pump.wait_until(|| true).await, Err(Error::Closed));
+    /// # });
+    /// ```
+    pub fn close(&self) -> bool {
+        self.shared().close()
+    }
+
+    /// Whether the pump is closed (by [`close`](Pump::close), by its driver being dropped, or by a
+    /// panic in `run_once`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::Pump;
+    ///
+    /// let pump = Pump::new(|| {});
+    /// assert!(!pump.is_closed());
+    /// ```
+    pub fn is_closed(&self) -> bool {
+        self.shared().is_closed()
+    }
+
+    /// A snapshot of the pump's counters; see [`Stats`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::Pump;
+    ///
+    /// let pump = Pump::new(|| {});
+    /// assert_eq!(pump.stats().rounds, 0);
+    /// ```
+    pub fn stats(&self) -> Stats {
+        self.shared().stats()
+    }
+}
+
+impl fmt::Debug for Pump {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pump")
+            .field("config", &self.shared().config)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+/// Future returned by [`Pump::turn`].
+///
+/// # Cancel safety
+///
+/// Dropping it leaves the pump as it was, or with a run requested as by [`Pump::kick`].
+///
+/// # Examples
+///
+/// ```
+/// use ffi_pump::Pump;
+///
+/// # futures_lite::future::block_on(async {
+/// let pump = Pump::new(|| {});
+/// pump.spawn();
+/// let turn: ffi_pump::Turn = pump.turn();
+/// turn.await?;
+/// # Ok::<(), ffi_pump::Error>(())
+/// # }).unwrap();
+/// ```
+#[must_use = "futures do nothing unless you `.await` or poll them"]
+pub struct Turn {
+    inner: Pin<Box<dyn Future<Output = Result<(), Error>> + Send>>,
+}
+
+impl Future for Turn {
+    type Output = Result<(), Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.inner.as_mut().poll(cx)
+    }
+}
+
+impl fmt::Debug for Turn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Turn").finish_non_exhaustive()
+    }
+}

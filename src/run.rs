@@ -1,0 +1,164 @@
+//! The pump future ([`Run`]) and the timer loop behind it.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use async_io::Timer;
+use async_lock::MutexGuardArc;
+use futures_lite::{FutureExt, StreamExt};
+
+use crate::shared::Shared;
+
+/// The pump future: ticks the timer and runs the loop until the pump closes.
+///
+/// Returned by [`Pump::run`](crate::Pump::run) for spawning on an executor of your choice;
+/// [`Pump::spawn`](crate::Pump::spawn) does that for you. It is `Send + 'static` and resolves once
+/// the pump is closed.
+///
+/// Only one `Run` drives a pump at a time. Others stand by and take over if the active one is
+/// dropped; when the last `Run` is dropped before the pump closes (its task was cancelled or its
+/// runtime shut down), the pump closes, so pending waits end with
+/// [`Error::Closed`](crate::Error::Closed) instead of hanging.
+///
+/// # Examples
+///
+/// ```
+/// use ffi_pump::Pump;
+///
+/// # futures_lite::future::block_on(async {
+/// let pump = Pump::new(|| {});
+/// let task = smol::spawn(pump.run());
+/// pump.turn().await?;
+/// pump.close();
+/// task.await; // the pump future ends once the pump is closed
+/// # Ok::<(), ffi_pump::Error>(())
+/// # }).unwrap();
+/// ```
+#[must_use = "the pump does nothing unless this future is spawned or polled"]
+pub struct Run {
+    inner: Pin<Box<dyn Future<Output = ()> + Send>>,
+    _driver: Driver,
+}
+
+impl Run {
+    pub(crate) fn new(shared: Arc<Shared>) -> Run {
+        let driver = Driver::new(shared.clone());
+        Run {
+            inner: Box::pin(async move {
+                if let Some(_slot) = take_slot(&shared).await {
+                    drive(&shared, None::<fn()>).await;
+                }
+            }),
+            _driver: driver,
+        }
+    }
+}
+
+impl Future for Run {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        self.inner.as_mut().poll(cx)
+    }
+}
+
+impl fmt::Debug for Run {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Run").finish_non_exhaustive()
+    }
+}
+
+/// Counts one driver of the pump while it lives (a [`Run`] or the pump thread).
+pub(crate) struct Driver {
+    shared: Arc<Shared>,
+}
+
+impl Driver {
+    pub(crate) fn new(shared: Arc<Shared>) -> Driver {
+        shared.add_driver();
+        Driver { shared }
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        self.shared.remove_driver();
+    }
+}
+
+/// Waits for the right to be the active driver; `None` once the pump is closed.
+pub(crate) async fn take_slot(shared: &Shared) -> Option<MutexGuardArc<()>> {
+    loop {
+        if shared.is_closed() {
+            return None;
+        }
+        if let Some(slot) = shared.driver_slot.try_lock_arc() {
+            return Some(slot);
+        }
+        let woken = shared.wake.listen();
+        if shared.is_closed() {
+            return None;
+        }
+        let slot = async { Some(shared.driver_slot.lock_arc().await) }
+            .or(async {
+                woken.await;
+                None
+            })
+            .await;
+        if slot.is_some() {
+            return slot;
+        }
+    }
+}
+
+/// The active driver's loop: a turn per timer tick or kick, asleep while nobody waits.
+pub(crate) async fn drive<L: FnMut()>(shared: &Shared, mut local: Option<L>) {
+    let interval = shared.config.interval;
+    let mut timer = Timer::interval(interval);
+    loop {
+        if shared.is_closed() {
+            return;
+        }
+        if shared.kicked.swap(false, SeqCst) {
+            tick(shared, &mut local).await;
+            continue;
+        }
+        let woken = shared.wake.listen();
+        if shared.is_closed() || shared.kicked.load(SeqCst) {
+            continue;
+        }
+        if shared.is_idle() {
+            woken.await;
+            // The first wait after idle gets its run one interval from now, not a burst of
+            // ticks the timer missed while asleep.
+            timer.set_interval(interval);
+            continue;
+        }
+        let ticked = async {
+            timer.next().await;
+            true
+        }
+        .or(async {
+            woken.await;
+            false
+        })
+        .await;
+        if ticked {
+            tick(shared, &mut local).await;
+        }
+    }
+}
+
+/// One run for the driver, with the loop that lives on this thread if there is one.
+async fn tick<L: FnMut()>(shared: &Shared, local: &mut Option<L>) {
+    if let Some(guard) = shared.lock_for_tick().await {
+        shared.run_locked(
+            guard,
+            local.as_mut().map(|run_once| run_once as &mut dyn FnMut()),
+        );
+    }
+}

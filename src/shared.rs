@@ -1,0 +1,245 @@
+//! The state every handle, wait and driver of one pump shares, and the turn protocol on it.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_lock::{Mutex, MutexGuardArc};
+use event_listener::{listener, Event, EventListener};
+
+use crate::reentry::{self, Inside};
+use crate::{Error, Stats};
+
+/// The loop the pump calls. `None` when it lives on the pump's own thread
+/// ([`Builder::build_on_thread`](crate::Builder::build_on_thread)), which is the only place that may
+/// call it.
+pub(crate) type Runner = Option<Box<dyn FnMut() + Send>>;
+
+/// The lock whose guard is the exclusive right to call into the C library.
+pub(crate) type LoopLock = Arc<Mutex<Runner>>;
+pub(crate) type LoopGuard = MutexGuardArc<Runner>;
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Config {
+    pub(crate) interval: Duration,
+    pub(crate) idle_stop: bool,
+}
+
+pub(crate) struct Shared {
+    pub(crate) config: Config,
+    /// Held while `run_once` or a wait's check talks to the C library.
+    pub(crate) loop_lock: LoopLock,
+    /// Held by the one driver that ticks the timer; other drivers stand by for it.
+    pub(crate) driver_slot: Arc<Mutex<()>>,
+    /// "The loop ran" (also sent on close), to every waiter.
+    pub(crate) ran: Event,
+    /// Wakes the driver: a kick, a first waiter after idle, or close.
+    pub(crate) wake: Event,
+    round: AtomicU64,
+    running: AtomicBool,
+    closed: AtomicBool,
+    panicked: AtomicBool,
+    pub(crate) kicked: AtomicBool,
+    pending: AtomicUsize,
+    drivers: AtomicUsize,
+    skipped_ticks: AtomicU64,
+    kicks: AtomicU64,
+}
+
+impl Shared {
+    pub(crate) fn new(config: Config, runner: Runner) -> Arc<Shared> {
+        Arc::new(Shared {
+            config,
+            loop_lock: Arc::new(Mutex::new(runner)),
+            driver_slot: Arc::new(Mutex::new(())),
+            ran: Event::new(),
+            wake: Event::new(),
+            round: AtomicU64::new(0),
+            running: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            panicked: AtomicBool::new(false),
+            kicked: AtomicBool::new(false),
+            pending: AtomicUsize::new(0),
+            drivers: AtomicUsize::new(0),
+            skipped_ticks: AtomicU64::new(0),
+            kicks: AtomicU64::new(0),
+        })
+    }
+
+    /// Identifies this pump for re-entrancy detection.
+    pub(crate) fn id(&self) -> usize {
+        self as *const Shared as usize
+    }
+
+    pub(crate) fn round(&self) -> u64 {
+        self.round.load(SeqCst)
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(SeqCst)
+    }
+
+    /// `Ok` while the pump works, else why it does not.
+    pub(crate) fn status(&self) -> Result<(), Error> {
+        if self.panicked.load(SeqCst) {
+            Err(Error::Panicked)
+        } else if self.closed.load(SeqCst) {
+            Err(Error::Closed)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Closes the pump; `true` if this call closed it.
+    pub(crate) fn close(&self) -> bool {
+        let first = !self.closed.swap(true, SeqCst);
+        if first {
+            self.ran.notify(usize::MAX);
+            self.wake.notify(usize::MAX);
+        }
+        first
+    }
+
+    pub(crate) fn poison(&self) {
+        self.panicked.store(true, SeqCst);
+        self.close();
+    }
+
+    pub(crate) fn kick(&self) {
+        if self.is_closed() {
+            return;
+        }
+        self.kicks.fetch_add(1, SeqCst);
+        self.kicked.store(true, SeqCst);
+        self.wake.notify(usize::MAX);
+    }
+
+    /// Whether the driver may sleep until woken: nobody waits and nobody kicked.
+    pub(crate) fn is_idle(&self) -> bool {
+        self.config.idle_stop && self.pending.load(SeqCst) == 0 && !self.kicked.load(SeqCst)
+    }
+
+    /// Counts a wait as pending, waking an idle driver for the first one.
+    pub(crate) fn add_pending(&self) {
+        if self.pending.fetch_add(1, SeqCst) == 0 {
+            self.wake.notify(usize::MAX);
+        }
+    }
+
+    pub(crate) fn remove_pending(&self) {
+        self.pending.fetch_sub(1, SeqCst);
+    }
+
+    pub(crate) fn add_driver(&self) {
+        self.drivers.fetch_add(1, SeqCst);
+    }
+
+    /// A driver left; if it was the last, nothing will ever run the loop again, so close.
+    pub(crate) fn remove_driver(&self) {
+        if self.drivers.fetch_sub(1, SeqCst) == 1 {
+            self.close();
+        }
+    }
+
+    pub(crate) fn has_driver(&self) -> bool {
+        self.drivers.load(SeqCst) > 0
+    }
+
+    pub(crate) fn stats(&self) -> Stats {
+        Stats {
+            rounds: self.round.load(SeqCst),
+            pending_waits: self.pending.load(SeqCst),
+            skipped_ticks: self.skipped_ticks.load(SeqCst),
+            kicks: self.kicks.load(SeqCst),
+            panicked: self.panicked.load(SeqCst),
+            closed: self.closed.load(SeqCst),
+        }
+    }
+
+    /// Runs the loop once under `guard`, with `local` when the loop lives on this thread.
+    ///
+    /// Bumps the round, releases the lock, then tells every waiter: they can check at once.
+    pub(crate) fn run_locked(&self, mut guard: LoopGuard, local: Option<&mut dyn FnMut()>) {
+        let outcome = {
+            let _inside = Inside::enter(self.id());
+            self.running.store(true, SeqCst);
+            let outcome = catch_unwind(AssertUnwindSafe(|| match local {
+                Some(run_once) => run_once(),
+                None => {
+                    if let Some(run_once) = guard.as_mut() {
+                        run_once();
+                    }
+                }
+            }));
+            self.round.fetch_add(1, SeqCst);
+            self.running.store(false, SeqCst);
+            outcome
+        };
+        drop(guard);
+        if outcome.is_err() {
+            self.poison();
+        }
+        self.ran.notify(usize::MAX);
+    }
+
+    /// The loop lock for the driver's tick; `None` if a turn is running the loop already, in
+    /// which case that run, now finished, was this tick's.
+    pub(crate) async fn lock_for_tick(&self) -> Option<LoopGuard> {
+        if let Some(guard) = self.loop_lock.try_lock_arc() {
+            return Some(guard);
+        }
+        listener!(self.ran => joined);
+        if self.running.load(SeqCst) {
+            self.skipped_ticks.fetch_add(1, SeqCst);
+            joined.await;
+            return None;
+        }
+        // Waiters are checking their status; the run comes after them.
+        Some(self.loop_lock.lock_arc().await)
+    }
+
+    /// [`Pump::turn`](crate::Pump::turn).
+    pub(crate) async fn turn(self: Arc<Self>) -> Result<(), Error> {
+        if reentry::is_inside(self.id()) {
+            return Err(Error::Reentrant);
+        }
+        self.status()?;
+        let listener = self.ran.listen();
+        let seen = self.round();
+        match self.loop_lock.try_lock_arc() {
+            Some(guard) if guard.is_some() => {
+                self.run_locked(guard, None);
+                return self.status();
+            }
+            // The loop lives on the pump's thread: ask it.
+            Some(_) => {}
+            None if self.running.load(SeqCst) => {
+                listener.await;
+                return self.status();
+            }
+            // Held by waiters checking their status: the driver runs next.
+            None => {}
+        }
+        if !self.has_driver() {
+            return Err(Error::NotRunning);
+        }
+        self.kick();
+        self.ran_since(seen, listener).await
+    }
+
+    /// Waits until a run after round `seen` has finished; `listener` was made before `seen` was read.
+    async fn ran_since(&self, seen: u64, mut listener: EventListener) -> Result<(), Error> {
+        loop {
+            listener.await;
+            self.status()?;
+            if self.round() > seen {
+                return Ok(());
+            }
+            listener = self.ran.listen();
+            if self.round() > seen {
+                return Ok(());
+            }
+        }
+    }
+}

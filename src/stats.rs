@@ -1,0 +1,34 @@
+/// A snapshot of a pump's counters, from [`Pump::stats`](crate::Pump::stats).
+///
+/// # Examples
+///
+/// ```
+/// use ffi_pump::Pump;
+///
+/// # futures_lite::future::block_on(async {
+/// let pump = Pump::new(|| {});
+/// pump.spawn();
+/// pump.turn().await?;
+/// let stats = pump.stats();
+/// assert!(stats.rounds >= 1);
+/// assert_eq!(stats.pending_waits, 0);
+/// # Ok::<(), ffi_pump::Error>(())
+/// # }).unwrap();
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Stats {
+    /// How many times `run_once` has been called.
+    pub rounds: u64,
+    /// Waits that have been polled and have not finished yet.
+    pub pending_waits: usize,
+    /// Timer ticks that found a [`Pump::turn`](crate::Pump::turn) running the loop and joined it
+    /// instead of running it again.
+    pub skipped_ticks: u64,
+    /// Calls to [`Pump::kick`](crate::Pump::kick) on an open pump.
+    pub kicks: u64,
+    /// Whether `run_once` has panicked (the pump is then also closed).
+    pub panicked: bool,
+    /// Whether the pump is closed.
+    pub closed: bool,
+}
