@@ -147,7 +147,8 @@ pub(crate) async fn drive<L: FnMut()>(shared: &Shared, mut local: Option<L>) {
             false
         })
         .await;
-        if ticked {
+        // The last wait may have ended while the timer ran: an idle pump does not call the loop.
+        if ticked && !shared.is_idle() {
             tick(shared, &mut local).await;
         }
     }

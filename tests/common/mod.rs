@@ -1,0 +1,159 @@
+//! The backends every behaviour test runs on, and helpers around the C fixture.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use async_executor::Executor;
+use fake_loop::FakeLoop;
+use ffi_pump::{Backend, Builder, Pump};
+
+/// Where a test runs its tasks and its pump.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rt {
+    /// Pump spawned with `Backend::Smol`, tasks on smol's global executor.
+    Smol,
+    /// Pump spawned with `Backend::AsyncStd`, tasks on async-std.
+    AsyncStd,
+    /// Pump spawned with `Backend::Tokio`, tasks on a 4-worker multi-thread runtime.
+    Tokio,
+    /// No runtime: the pump on its own thread (`Builder::build_on_thread`), tasks on a plain
+    /// `async-executor` run by two threads.
+    Thread,
+}
+
+pub type Task<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+fn thread_executor() -> &'static Executor<'static> {
+    static EXECUTOR: OnceLock<&'static Executor<'static>> = OnceLock::new();
+    EXECUTOR.get_or_init(|| {
+        let executor: &'static Executor<'static> = Box::leak(Box::new(Executor::new()));
+        for _ in 0..2 {
+            std::thread::spawn(move || {
+                async_io::block_on(executor.run(futures_lite::future::pending::<()>()))
+            });
+        }
+        executor
+    })
+}
+
+impl Rt {
+    /// Runs a test body to completion on this backend.
+    pub fn block_on<T>(self, body: impl Future<Output = T>) -> T {
+        match self {
+            Rt::Smol => smol::block_on(body),
+            Rt::AsyncStd => async_std::task::block_on(body),
+            Rt::Tokio => tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(4)
+                .enable_all()
+                .build()
+                .expect("tokio runtime")
+                .block_on(body),
+            Rt::Thread => async_io::block_on(body),
+        }
+    }
+
+    /// Spawns a task; the returned future yields its output.
+    pub fn spawn<T: Send + 'static>(self, task: impl Future<Output = T> + Send + 'static) -> Task<T> {
+        match self {
+            Rt::Smol => Box::pin(smol::spawn(task)),
+            Rt::AsyncStd => Box::pin(async_std::task::spawn(task)),
+            Rt::Tokio => {
+                let handle = tokio::spawn(task);
+                Box::pin(async move { handle.await.expect("tokio task panicked") })
+            }
+            Rt::Thread => Box::pin(thread_executor().spawn(task)),
+        }
+    }
+
+    /// A pump around `run_once`, driven the way this backend drives it. Call inside `block_on`.
+    pub fn pump_with(self, builder: Builder, run_once: impl FnMut() + Send + 'static) -> Pump {
+        let backend = match self {
+            Rt::Smol => Backend::Smol,
+            Rt::AsyncStd => Backend::AsyncStd,
+            Rt::Tokio => Backend::Tokio,
+            Rt::Thread => {
+                return builder
+                    .build_on_thread(move || run_once)
+                    .expect("pump thread starts");
+            }
+        };
+        let pump = builder.build(run_once).expect("valid pump settings");
+        pump.spawn_on(backend).expect("backend available");
+        pump
+    }
+
+    /// A pump around the fixture's `run_once`, driven the way this backend drives it.
+    pub fn pump(self, builder: Builder, fx: &Arc<FakeLoop>) -> Pump {
+        let fx = fx.clone();
+        self.pump_with(builder, move || {
+            fx.run_once().expect("the pump never re-enters the loop");
+        })
+    }
+}
+
+/// Generates one `#[test]` per backend compiled in, each running `body` with that `Rt`.
+#[macro_export]
+macro_rules! on_every_backend {
+    ($(fn $name:ident($rt:ident: Rt) $body:block)*) => {$(
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            fn body($rt: $crate::common::Rt) $body
+
+            #[cfg(feature = "smol")]
+            #[test]
+            fn smol() {
+                body($crate::common::Rt::Smol)
+            }
+
+            #[cfg(feature = "async-std")]
+            #[test]
+            fn async_std() {
+                body($crate::common::Rt::AsyncStd)
+            }
+
+            #[cfg(feature = "tokio")]
+            #[test]
+            fn tokio() {
+                body($crate::common::Rt::Tokio)
+            }
+
+            #[test]
+            fn thread() {
+                body($crate::common::Rt::Thread)
+            }
+        }
+    )*};
+}
+
+/// A fixture with `n` ids, each armed to become ready at a random moment within `spread`.
+pub fn fixture_spread(n: u32, spread: Duration) -> Arc<FakeLoop> {
+    let fx = Arc::new(FakeLoop::new(n));
+    let spread_us = u64::try_from(spread.as_micros()).unwrap_or(u64::MAX).max(1);
+    for id in 0..n {
+        fx.arm_in(id, Duration::from_micros(fastrand::u64(0..spread_us)));
+    }
+    fx
+}
+
+/// Asserts the C side saw no overlapping and no re-entrant entries.
+pub fn assert_clean(fx: &FakeLoop) {
+    let stats = fx.stats();
+    assert_eq!(stats.run_overlaps, 0, "runs overlapped another run: {stats:?}");
+    assert_eq!(stats.check_overlaps, 0, "checks overlapped a run: {stats:?}");
+    assert_eq!(stats.reentrant, 0, "the loop was re-entered: {stats:?}");
+}
+
+/// The fixture's call count and the pump's round count, read together under the loop lock so no
+/// run is in progress between the two reads.
+pub async fn calls_and_rounds(pump: &Pump, fx: &Arc<FakeLoop>) -> (u64, u64) {
+    let (probe, fx) = (pump.clone(), fx.clone());
+    pump.wait_for(move || Some((fx.stats().calls, probe.stats().rounds)))
+        .timeout(Duration::from_secs(10))
+        .await
+        .expect("a check that holds at once completes")
+}

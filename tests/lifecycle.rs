@@ -1,0 +1,174 @@
+//! Closing, dropping, panics, idling, and pumps nobody drives.
+
+mod common;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_io::Timer;
+use common::{assert_clean, fixture_spread};
+use fake_loop::FakeLoop;
+use ffi_pump::{Error, Pump};
+use futures_lite::FutureExt;
+
+/// Spawns `n` waits that never succeed (on a never-armed fixture id), returning their tasks once
+/// the pump counts all of them as pending.
+async fn pending_waits(
+    rt: common::Rt,
+    pump: &Pump,
+    fx: &Arc<FakeLoop>,
+    n: usize,
+) -> Vec<common::Task<Result<(), Error>>> {
+    let tasks: Vec<_> = (0..n)
+        .map(|_| {
+            let (pump, fx) = (pump.clone(), fx.clone());
+            rt.spawn(async move { pump.wait_until(move || fx.check(0)).await })
+        })
+        .collect();
+    // This wait counts itself too: all `n` others are pending once the count passes `n`.
+    let probe = pump.clone();
+    pump.wait_until(move || probe.stats().pending_waits > n)
+        .timeout(Duration::from_secs(30))
+        .await
+        .expect("all waits become pending");
+    tasks
+}
+
+on_every_backend! {
+    fn close_ends_pending_and_later_waits_with_closed(rt: Rt) {
+        let fx = Arc::new(FakeLoop::new(1));
+        rt.block_on(async {
+            let pump = rt.pump(Pump::builder(), &fx);
+            let tasks = pending_waits(rt, &pump, &fx, 1_000).await;
+            let closed_at = Instant::now();
+            assert!(pump.close(), "the first close closes");
+            assert!(!pump.close(), "a second close reports it was closed already");
+            for task in tasks {
+                assert_eq!(task.await, Err(Error::Closed));
+            }
+            let elapsed = closed_at.elapsed();
+            assert!(elapsed < Duration::from_secs(2), "waits took {elapsed:?} to see the close");
+            assert_eq!(pump.wait_until(|| true).await, Err(Error::Closed));
+            assert_eq!(pump.turn().await, Err(Error::Closed));
+            assert_eq!(pump.stats().pending_waits, 0);
+            assert!(pump.is_closed());
+        });
+    }
+
+    fn dropping_every_handle_stops_the_pump(rt: Rt) {
+        let fx = Arc::new(FakeLoop::new(1));
+        let (alive, gone) = async_channel::bounded::<()>(1);
+        rt.block_on(async {
+            let run_fx = fx.clone();
+            // Keep ticking with no waits, so only the handles keep the pump going.
+            let pump = rt.pump_with(Pump::builder().idle_stop(false), move || {
+                let _alive = &alive;
+                run_fx.run_once().expect("not re-entered");
+            });
+            let (probe, rounds) = (pump.clone(), 3);
+            pump.wait_until(move || probe.stats().rounds >= rounds)
+                .timeout(Duration::from_secs(10))
+                .await
+                .expect("the pump ticks");
+            drop(pump);
+            // The loop closure (and the channel sender in it) is dropped once the pump stops.
+            let stopped = gone
+                .recv()
+                .or(async {
+                    Timer::after(Duration::from_secs(10)).await;
+                    Ok(())
+                })
+                .await;
+            assert!(stopped.is_err(), "the pump still holds its loop 10 s after the last handle");
+            let calls = fx.stats().calls;
+            Timer::after(Duration::from_millis(20)).await;
+            assert_eq!(fx.stats().calls, calls, "the loop ran after the pump stopped");
+        });
+    }
+
+    fn panic_in_run_once_fails_every_wait_with_panicked(rt: Rt) {
+        let fx = Arc::new(FakeLoop::new(1));
+        rt.block_on(async {
+            let calls = AtomicU64::new(0);
+            let run_fx = fx.clone();
+            let pump = rt.pump_with(Pump::builder(), move || {
+                if calls.fetch_add(1, Ordering::SeqCst) == 2 {
+                    panic!("run_once panics on its 3rd call (expected by this test)");
+                }
+                run_fx.run_once().expect("not re-entered");
+            });
+            let tasks: Vec<_> = (0..100)
+                .map(|_| {
+                    let (pump, fx) = (pump.clone(), fx.clone());
+                    rt.spawn(async move {
+                        pump.wait_until(move || fx.check(0)).timeout(Duration::from_secs(10)).await
+                    })
+                })
+                .collect();
+            for task in tasks {
+                assert_eq!(task.await, Err(Error::Panicked));
+            }
+            assert_eq!(pump.wait_until(|| true).await, Err(Error::Panicked));
+            assert_eq!(pump.turn().await, Err(Error::Panicked));
+            let stats = pump.stats();
+            assert!(stats.panicked && stats.closed, "{stats:?}");
+            assert_eq!(stats.rounds, 3);
+            assert_eq!(fx.stats().calls, 2, "the loop ran after the panic");
+        });
+    }
+
+    fn idle_pump_does_not_call_the_loop_and_wakes_for_a_new_wait(rt: Rt) {
+        let fx = fixture_spread(10, Duration::from_millis(20));
+        rt.block_on(async {
+            let pump = rt.pump(Pump::builder(), &fx);
+            for id in 0..10 {
+                let fx = fx.clone();
+                pump.wait_until(move || fx.check(id))
+                    .timeout(Duration::from_secs(10))
+                    .await
+                    .expect("wait completes");
+            }
+            assert_eq!(pump.stats().pending_waits, 0);
+            let idle_from = fx.stats().calls;
+            Timer::after(Duration::from_millis(300)).await;
+            let idle_calls = fx.stats().calls - idle_from;
+            // A tick that had begun before the last wait finished may still land: at most one.
+            assert!(idle_calls <= 1, "{idle_calls} loop calls in 300 ms with no wait pending");
+
+            // A wait on something only a new run can make true: the loop's next call.
+            let late = fx.clone();
+            let target = fx.stats().calls + 1;
+            pump.wait_until(move || late.stats().calls >= target)
+                .timeout(Duration::from_secs(10))
+                .await
+                .expect("a new wait restarts the idle pump");
+            assert_clean(&fx);
+        });
+    }
+}
+
+#[test]
+fn zero_interval_is_rejected() {
+    let err = Pump::builder()
+        .interval(Duration::ZERO)
+        .build(|| {})
+        .expect_err("a zero interval is refused");
+    assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
+    assert!(err.to_string().contains("interval"), "{err}");
+}
+
+#[test]
+fn wait_on_a_pump_nobody_drives_fails_fast() {
+    let fx = Arc::new(FakeLoop::new(1));
+    let run_fx = fx.clone();
+    let pump = Pump::new(move || run_fx.run_once().expect("not re-entered"));
+    let outcome = futures_lite::future::block_on(
+        pump.wait_until(|| false).timeout(Duration::from_secs(5)),
+    );
+    assert_eq!(outcome, Err(Error::NotRunning));
+    assert_eq!(pump.stats().pending_waits, 0);
+    // A turn needs no driver: the caller runs the loop itself.
+    futures_lite::future::block_on(pump.turn()).expect("turn runs the loop");
+    assert_eq!(fx.stats().calls, 1);
+}
