@@ -67,14 +67,16 @@ mod reentry;
 mod run;
 mod shared;
 mod stats;
+mod turn;
 mod wait;
 
 pub use backend::Backend;
 pub use builder::Builder;
 pub use error::Error;
-pub use pump::{Pump, Turn};
+pub use pump::Pump;
 pub use run::Run;
 pub use stats::Stats;
+pub use turn::Turn;
 pub use wait::{WaitFor, WaitUntil};
 
 #[allow(dead_code)]

@@ -1,14 +1,11 @@
 //! [`Pump`]: the handle users share between tasks.
 
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use crate::backend;
 use crate::shared::Shared;
-use crate::{Backend, Builder, Error, Run, Stats, WaitFor, WaitUntil};
+use crate::{Backend, Builder, Error, Run, Stats, Turn, WaitFor, WaitUntil};
 
 /// A shared driver for a C library's non-reentrant event loop.
 ///
@@ -224,9 +221,7 @@ impl Pump {
     /// # }).unwrap();
     /// ```
     pub fn turn(&self) -> Turn {
-        Turn {
-            inner: Box::pin(self.shared().clone().turn()),
-        }
+        Turn::new(self.shared().clone())
     }
 
     /// Waits until `check` returns `true`, calling it after each run of the loop.
@@ -375,43 +370,5 @@ impl fmt::Debug for Pump {
             .field("config", &self.shared().config)
             .field("stats", &self.stats())
             .finish()
-    }
-}
-
-/// Future returned by [`Pump::turn`].
-///
-/// # Cancel safety
-///
-/// Dropping it leaves the pump as it was, or with a run requested as by [`Pump::kick`].
-///
-/// # Examples
-///
-/// ```
-/// use ffi_pump::Pump;
-///
-/// # futures_lite::future::block_on(async {
-/// let pump = Pump::new(|| {});
-/// pump.spawn();
-/// let turn: ffi_pump::Turn = pump.turn();
-/// turn.await?;
-/// # Ok::<(), ffi_pump::Error>(())
-/// # }).unwrap();
-/// ```
-#[must_use = "futures do nothing unless you `.await` or poll them"]
-pub struct Turn {
-    inner: Pin<Box<dyn Future<Output = Result<(), Error>> + Send>>,
-}
-
-impl Future for Turn {
-    type Output = Result<(), Error>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.inner.as_mut().poll(cx)
-    }
-}
-
-impl fmt::Debug for Turn {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Turn").finish_non_exhaustive()
     }
 }

@@ -163,9 +163,8 @@ fn wait_on_a_pump_nobody_drives_fails_fast() {
     let fx = Arc::new(FakeLoop::new(1));
     let run_fx = fx.clone();
     let pump = Pump::new(move || run_fx.run_once().expect("not re-entered"));
-    let outcome = futures_lite::future::block_on(
-        pump.wait_until(|| false).timeout(Duration::from_secs(5)),
-    );
+    let outcome =
+        futures_lite::future::block_on(pump.wait_until(|| false).timeout(Duration::from_secs(5)));
     assert_eq!(outcome, Err(Error::NotRunning));
     assert_eq!(pump.stats().pending_waits, 0);
     // A turn needs no driver: the caller runs the loop itself.

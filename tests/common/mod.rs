@@ -56,7 +56,10 @@ impl Rt {
     }
 
     /// Spawns a task; the returned future yields its output.
-    pub fn spawn<T: Send + 'static>(self, task: impl Future<Output = T> + Send + 'static) -> Task<T> {
+    pub fn spawn<T: Send + 'static>(
+        self,
+        task: impl Future<Output = T> + Send + 'static,
+    ) -> Task<T> {
         match self {
             Rt::Smol => Box::pin(smol::spawn(task)),
             Rt::AsyncStd => Box::pin(async_std::task::spawn(task)),
@@ -143,8 +146,14 @@ pub fn fixture_spread(n: u32, spread: Duration) -> Arc<FakeLoop> {
 /// Asserts the C side saw no overlapping and no re-entrant entries.
 pub fn assert_clean(fx: &FakeLoop) {
     let stats = fx.stats();
-    assert_eq!(stats.run_overlaps, 0, "runs overlapped another run: {stats:?}");
-    assert_eq!(stats.check_overlaps, 0, "checks overlapped a run: {stats:?}");
+    assert_eq!(
+        stats.run_overlaps, 0,
+        "runs overlapped another run: {stats:?}"
+    );
+    assert_eq!(
+        stats.check_overlaps, 0,
+        "checks overlapped a run: {stats:?}"
+    );
     assert_eq!(stats.reentrant, 0, "the loop was re-entered: {stats:?}");
 }
 
