@@ -1,0 +1,262 @@
+//! ffi-pump side by side with the approaches it replaces, on the `fake-loop` C fixture.
+//!
+//! Run the whole matrix (about 2 minutes on 2 cores) with:
+//!
+//! ```text
+//! cargo run --release --bin compare
+//! ```
+//!
+//! Prints a markdown table and one JSON line per measurement, and writes the plot to
+//! `benches/compare.svg`. Each cell runs in a child process of its own (`compare --cell NAME N`),
+//! so peak RSS is per cell and a cell that cannot finish in 60 s is killed and reported as
+//! skipped. `--sizes 1,100` runs fewer sizes.
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fake_loop::FakeLoop;
+use ffi_pump_bench::peers::{self, Approach};
+use ffi_pump_bench::report::{self, Cell, Idle, Kick, Spread};
+use ffi_pump_bench::{usage, Armed, INTERVAL, LOOP_COST, SPREAD, WORKERS};
+
+const SIZES: [u32; 4] = [1, 100, 10_000, 100_000];
+const CELL_LIMIT: Duration = Duration::from_secs(60);
+const IDLE_SPAN: Duration = Duration::from_secs(1);
+const KICKS: u32 = 500;
+const PLOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/compare.svg");
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let approach = |i: usize| {
+        args.get(i)
+            .and_then(|name| Approach::from_name(name))
+            .unwrap_or_else(|| usage_exit())
+    };
+    match args.first().map(String::as_str) {
+        Some("--cell") => {
+            let n = args
+                .get(2)
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| usage_exit());
+            println!("{}", to_json(&cell(approach(1), n)));
+        }
+        Some("--idle") => println!("{}", to_json(&idle(approach(1)))),
+        Some("--kick") => println!("{}", to_json(&kick(approach(1)))),
+        Some("--sizes") => {
+            let sizes: Vec<u32> = args
+                .get(1)
+                .map(|list| list.split(',').filter_map(|n| n.parse().ok()).collect())
+                .unwrap_or_else(|| usage_exit());
+            matrix(&sizes);
+        }
+        None => matrix(&SIZES),
+        Some(_) => usage_exit(),
+    }
+}
+
+fn usage_exit() -> ! {
+    let names: Vec<&str> = Approach::ALL.iter().map(|a| a.name()).collect();
+    eprintln!(
+        "usage: compare [--sizes N,N,..] | --cell APPROACH N | --idle APPROACH | --kick APPROACH\n\
+         approaches: {}",
+        names.join(", ")
+    );
+    std::process::exit(2);
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_string(value).expect("serialisable")
+}
+
+/// Child: one approach at one N.
+fn cell(approach: Approach, n: u32) -> Cell {
+    let before = usage::now();
+    let started = Instant::now();
+    let armed = Armed::new(n);
+    let seen = peers::run(approach, &armed);
+    let wall = started.elapsed();
+    let after = usage::now();
+    let fx: &FakeLoop = &armed.fx;
+    let stats = fx.stats();
+    let mut ready_to_seen: Vec<u64> = (0..n)
+        .map(|id| seen[id as usize].saturating_sub(fx.ready_at_ns(id).expect("every id ran")))
+        .collect();
+    let mut deadline_to_seen: Vec<u64> = (0..n as usize)
+        .map(|id| seen[id].saturating_sub(armed.deadlines[id]))
+        .collect();
+    let wall_ms = wall.as_secs_f64() * 1e3;
+    Cell {
+        approach: approach.name().into(),
+        n,
+        wall_ms,
+        loop_calls: stats.calls,
+        calls_per_ms: stats.calls as f64 / wall_ms,
+        run_overlaps: stats.run_overlaps,
+        check_overlaps: stats.check_overlaps,
+        ready_to_seen_us: Spread::of_ns(&mut ready_to_seen),
+        deadline_to_seen_us: Spread::of_ns(&mut deadline_to_seen),
+        cpu_cores: (after.cpu - before.cpu).as_secs_f64() / wall.as_secs_f64(),
+        peak_rss_kib: after.max_rss_kib,
+    }
+}
+
+/// Child: one approach with nobody waiting.
+fn idle(approach: Approach) -> Idle {
+    let before = usage::now();
+    let started = Instant::now();
+    let loop_calls = peers::idle(approach, IDLE_SPAN);
+    let span = started.elapsed();
+    let after = usage::now();
+    Idle {
+        approach: approach.name().into(),
+        span_ms: span.as_secs_f64() * 1e3,
+        loop_calls,
+        cpu_cores: (after.cpu - before.cpu).as_secs_f64() / span.as_secs_f64(),
+    }
+}
+
+/// Child: kick latency of an ffi-pump approach.
+fn kick(approach: Approach) -> Kick {
+    if !approach.is_pump() {
+        eprintln!("--kick takes an ffi-pump approach: only ffi-pump has kick()");
+        std::process::exit(2);
+    }
+    let mut latencies = peers::kick_latency(approach, KICKS);
+    Kick {
+        approach: approach.name().into(),
+        rounds: KICKS,
+        kick_to_seen_us: Spread::of_ns(&mut latencies),
+    }
+}
+
+/// Runs `args` as a child of this binary; its JSON line, or why there is none.
+fn child<T: serde::de::DeserializeOwned>(args: &[String]) -> Result<T, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut child = Command::new(exe)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let started = Instant::now();
+    loop {
+        match child.try_wait().map_err(|e| e.to_string())? {
+            Some(status) if status.success() => break,
+            Some(status) => return Err(format!("exited with {status}")),
+            None if started.elapsed() > CELL_LIMIT => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("did not finish in {} s", CELL_LIMIT.as_secs()));
+            }
+            None => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .expect("piped stdout")
+        .read_to_string(&mut out)
+        .map_err(|e| e.to_string())?;
+    serde_json::from_str(out.trim()).map_err(|e| format!("bad output {out:?}: {e}"))
+}
+
+fn matrix(sizes: &[u32]) {
+    let started = Instant::now();
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    println!(
+        "# compare: {cores} cores ({cpu}); {WORKERS} worker threads; C loop cost {LOOP_COST:?}; \
+         ids ready at random over {SPREAD:?}; interval {INTERVAL:?}\n"
+    );
+
+    let mut cells = Vec::new();
+    let mut skipped = Vec::new();
+    let mut json = Vec::new();
+    for approach in Approach::ALL {
+        let mut gave_up = false;
+        for &n in sizes {
+            if gave_up {
+                skipped.push((
+                    approach.name().to_string(),
+                    n,
+                    "a smaller N did not finish in 60 s".into(),
+                ));
+                continue;
+            }
+            eprintln!("running {} N={n}", approach.name());
+            match child::<Cell>(&["--cell".into(), approach.name().into(), n.to_string()]) {
+                Ok(c) => {
+                    json.push(to_json(&c));
+                    cells.push(c);
+                }
+                Err(why) => {
+                    gave_up = true;
+                    skipped.push((approach.name().to_string(), n, why));
+                }
+            }
+        }
+    }
+    println!("## Scale\n\n{}", report::scale_table(&cells, &skipped));
+
+    println!("## Memory\n\n| approach | bytes per waiter (peak-RSS slope, N=100 → largest N) |\n|---|---:|");
+    for approach in Approach::ALL {
+        match report::bytes_per_waiter(&cells, approach.name()) {
+            Some(bytes) => println!("| {} | {bytes:.0} |", approach.name()),
+            None => println!("| {} | n/a |", approach.name()),
+        }
+    }
+
+    println!(
+        "\n## Idle ({} s, no waiter)\n\n| approach | loop calls | CPU cores |\n|---|---:|---:|",
+        IDLE_SPAN.as_secs()
+    );
+    for approach in Approach::ALL {
+        eprintln!("idle {}", approach.name());
+        match child::<Idle>(&["--idle".into(), approach.name().into()]) {
+            Ok(idle) => {
+                println!(
+                    "| {} | {} | {:.4} |",
+                    idle.approach, idle.loop_calls, idle.cpu_cores
+                );
+                json.push(to_json(&idle));
+            }
+            Err(why) => println!("| {} | failed: {why} | |", approach.name()),
+        }
+    }
+
+    println!("\n## kick() → waiter saw it ({KICKS} kicks, one pending waiter)\n\n| approach | p50 µs | p99 µs | max µs |\n|---|---:|---:|---:|");
+    for approach in [Approach::PumpTokio, Approach::PumpSmol] {
+        eprintln!("kick {}", approach.name());
+        match child::<Kick>(&["--kick".into(), approach.name().into()]) {
+            Ok(kick) => {
+                let s = kick.kick_to_seen_us;
+                println!(
+                    "| {} | {:.0} | {:.0} | {:.0} |",
+                    kick.approach, s.p50, s.p99, s.max
+                );
+                json.push(to_json(&kick));
+            }
+            Err(why) => println!("| {} | failed: {why} | | |", approach.name()),
+        }
+    }
+
+    let names: Vec<&str> = Approach::ALL.iter().map(|a| a.name()).collect();
+    match std::fs::write(PLOT, report::plot_svg(&cells, &names)) {
+        Ok(()) => println!("\nPlot: {PLOT}"),
+        Err(err) => println!("\nPlot not written to {PLOT}: {err}"),
+    }
+    println!("\n## JSON lines\n\n```json");
+    for line in json {
+        println!("{line}");
+    }
+    println!("```\n\nWhole run: {:.1} s", started.elapsed().as_secs_f64());
+}

@@ -1,0 +1,57 @@
+//! The workload and the peers of `compare`: ffi-pump side by side with the approaches users write
+//! today, each awaiting ids of the `fake-loop` C fixture.
+//!
+//! Every approach gets the same fixture (2 µs busy cost per loop call, ids ready at random over
+//! 200 ms) and the same 2 worker threads.
+#![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
+
+pub mod peers;
+pub mod report;
+pub mod usage;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fake_loop::{now_ns, FakeLoop};
+
+/// C loop cost per call.
+pub const LOOP_COST: Duration = Duration::from_micros(2);
+/// Ids become ready uniformly at random over this span from the start.
+pub const SPREAD: Duration = Duration::from_millis(200);
+/// Worker threads of every runtime.
+pub const WORKERS: usize = 2;
+/// The pump's and the fast background task's interval.
+pub const INTERVAL: Duration = Duration::from_millis(1);
+
+/// A fixture with `n` ids armed over [`SPREAD`], and when each is due.
+#[derive(Debug)]
+pub struct Armed {
+    /// The C side.
+    pub fx: Arc<FakeLoop>,
+    /// Deadline of each id ([`now_ns`] clock).
+    pub deadlines: Vec<u64>,
+}
+
+impl Armed {
+    /// Arms ids `0..n` at random moments within [`SPREAD`] from now.
+    pub fn new(n: u32) -> Armed {
+        let fx = Arc::new(FakeLoop::new(n));
+        fx.set_cost(LOOP_COST);
+        let start = now_ns();
+        let spread = SPREAD.as_nanos() as u64;
+        let deadlines: Vec<u64> = (0..n).map(|_| start + fastrand::u64(0..spread)).collect();
+        for (id, &deadline) in (0..n).zip(&deadlines) {
+            fx.arm_at(id, deadline);
+        }
+        Armed { fx, deadlines }
+    }
+}
+
+/// A tokio multi-thread runtime with [`WORKERS`] workers, as every tokio peer uses.
+pub fn tokio_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(WORKERS)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}

@@ -1,0 +1,436 @@
+//! The approaches under comparison and how each awaits an id of the C fixture.
+//!
+//! Peers 1–4 are what wrappers of C event loops write today; they are kept small and plain on
+//! purpose, flaws included (the flaws are what the benchmark shows).
+
+use std::cell::Cell;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use async_executor::Executor;
+use fake_loop::{now_ns, FakeLoop};
+use ffi_pump::{Backend, Pump};
+use serde::{Deserialize, Serialize};
+use tokio::sync::Notify;
+
+use crate::{tokio_runtime, Armed, INTERVAL, WORKERS};
+
+/// One way of awaiting "id is done".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Approach {
+    /// 1. `poll` runs the loop, checks, and if not ready wakes itself and returns `Pending`.
+    Naive,
+    /// 2. `poll` runs the loop only if a thread-local "already ran" flag is clear; `Pending`
+    ///    clears it.
+    ThreadLocal,
+    /// 3. `poll` runs the loop only if an active counter was 0 (`fetch_add` / `fetch_sub`).
+    Atomic,
+    /// 4. A background task runs the loop and notifies a `tokio::sync::Notify` every 1 ms.
+    Background1ms,
+    /// 4. The same every 10 ms.
+    Background10ms,
+    /// 5. ffi-pump, default configuration at 1 ms, on the same tokio runtime.
+    PumpTokio,
+    /// 5. ffi-pump, default configuration at 1 ms, on a 2-thread smol executor.
+    PumpSmol,
+}
+
+impl Approach {
+    /// Every approach, in table order.
+    pub const ALL: [Approach; 7] = [
+        Approach::Naive,
+        Approach::ThreadLocal,
+        Approach::Atomic,
+        Approach::Background1ms,
+        Approach::Background10ms,
+        Approach::PumpTokio,
+        Approach::PumpSmol,
+    ];
+
+    /// The name used on the command line and in the output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Approach::Naive => "naive",
+            Approach::ThreadLocal => "thread-local",
+            Approach::Atomic => "atomic",
+            Approach::Background1ms => "background-1ms",
+            Approach::Background10ms => "background-10ms",
+            Approach::PumpTokio => "ffi-pump-tokio",
+            Approach::PumpSmol => "ffi-pump-smol",
+        }
+    }
+
+    /// Parses [`Approach::name`].
+    pub fn from_name(name: &str) -> Option<Approach> {
+        Approach::ALL.into_iter().find(|a| a.name() == name)
+    }
+
+    /// Whether this is ffi-pump.
+    pub fn is_pump(self) -> bool {
+        matches!(self, Approach::PumpTokio | Approach::PumpSmol)
+    }
+}
+
+/// When each id was seen done by its future ([`now_ns`] clock), indexed by id.
+pub type Seen = Vec<u64>;
+
+/// Runs `n` concurrent waits with `approach` on `armed`, returning when each saw its id done.
+pub fn run(approach: Approach, armed: &Armed) -> Seen {
+    let n = armed.deadlines.len() as u32;
+    match approach {
+        Approach::Naive => on_tokio(n, |id| Naive::new(armed.fx.clone(), id)),
+        Approach::ThreadLocal => on_tokio(n, |id| ThreadLocal::new(armed.fx.clone(), id)),
+        Approach::Atomic => {
+            let active = Arc::new(AtomicUsize::new(0));
+            on_tokio(n, |id| Atomic::new(armed.fx.clone(), active.clone(), id))
+        }
+        Approach::Background1ms => background(&armed.fx, n, INTERVAL),
+        Approach::Background10ms => background(&armed.fx, n, Duration::from_millis(10)),
+        Approach::PumpTokio => pump_tokio(&armed.fx, n),
+        Approach::PumpSmol => pump_smol(&armed.fx, n),
+    }
+}
+
+/// Spawns one tokio task per id awaiting `wait(id)`, on a fresh 2-worker runtime.
+fn on_tokio<W, F>(n: u32, wait: W) -> Seen
+where
+    W: Fn(u32) -> F,
+    F: Future<Output = ()> + Send + 'static,
+{
+    let rt = tokio_runtime();
+    rt.block_on(async {
+        let tasks: Vec<_> = (0..n)
+            .map(|id| {
+                let wait = wait(id);
+                tokio::spawn(async move {
+                    wait.await;
+                    now_ns()
+                })
+            })
+            .collect();
+        let mut seen = Vec::with_capacity(tasks.len());
+        for task in tasks {
+            seen.push(task.await.expect("waiter task"));
+        }
+        seen
+    })
+}
+
+/// Peer 1: runs the loop in every poll.
+struct Naive {
+    fx: Arc<FakeLoop>,
+    id: u32,
+}
+
+impl Naive {
+    fn new(fx: Arc<FakeLoop>, id: u32) -> Self {
+        Naive { fx, id }
+    }
+}
+
+impl Future for Naive {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let _ = self.fx.run_once();
+        if self.fx.check(self.id) {
+            return Poll::Ready(());
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+thread_local! {
+    static ALREADY_RAN: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Peer 2: runs the loop unless this thread's flag says it already ran.
+struct ThreadLocal {
+    fx: Arc<FakeLoop>,
+    id: u32,
+}
+
+impl ThreadLocal {
+    fn new(fx: Arc<FakeLoop>, id: u32) -> Self {
+        ThreadLocal { fx, id }
+    }
+}
+
+impl Future for ThreadLocal {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if !ALREADY_RAN.get() {
+            let _ = self.fx.run_once();
+            ALREADY_RAN.set(true);
+        }
+        if self.fx.check(self.id) {
+            return Poll::Ready(());
+        }
+        ALREADY_RAN.set(false);
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+/// Peer 3: runs the loop only when no other poll is inside.
+struct Atomic {
+    fx: Arc<FakeLoop>,
+    active: Arc<AtomicUsize>,
+    id: u32,
+}
+
+impl Atomic {
+    fn new(fx: Arc<FakeLoop>, active: Arc<AtomicUsize>, id: u32) -> Self {
+        Atomic { fx, active, id }
+    }
+}
+
+impl Future for Atomic {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.active.fetch_add(1, Ordering::SeqCst) == 0 {
+            let _ = self.fx.run_once();
+        }
+        self.active.fetch_sub(1, Ordering::SeqCst);
+        if self.fx.check(self.id) {
+            return Poll::Ready(());
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+/// Peer 4: a background task runs the loop and notifies everyone every `interval`.
+fn background(fx: &Arc<FakeLoop>, n: u32, interval: Duration) -> Seen {
+    let rt = tokio_runtime();
+    rt.block_on(async {
+        let notify = Arc::new(Notify::new());
+        let ticker = tokio::spawn(background_loop(fx.clone(), notify.clone(), interval));
+        let tasks: Vec<_> = (0..n)
+            .map(|id| {
+                let (fx, notify) = (fx.clone(), notify.clone());
+                tokio::spawn(async move {
+                    loop {
+                        let notified = notify.notified();
+                        tokio::pin!(notified);
+                        // Registered before the check, so a notification between the two is kept.
+                        notified.as_mut().enable();
+                        if fx.check(id) {
+                            break;
+                        }
+                        notified.await;
+                    }
+                    now_ns()
+                })
+            })
+            .collect();
+        let mut seen = Vec::with_capacity(tasks.len());
+        for task in tasks {
+            seen.push(task.await.expect("waiter task"));
+        }
+        ticker.abort();
+        seen
+    })
+}
+
+async fn background_loop(fx: Arc<FakeLoop>, notify: Arc<Notify>, interval: Duration) {
+    loop {
+        let _ = fx.run_once();
+        notify.notify_waiters();
+        tokio::time::sleep(interval).await;
+    }
+}
+
+fn pump_for(fx: &Arc<FakeLoop>) -> Pump {
+    let fx = fx.clone();
+    Pump::builder()
+        .interval(INTERVAL)
+        .build(move || {
+            let _ = fx.run_once();
+        })
+        .expect("valid settings")
+}
+
+/// Peer 5 on tokio: the pump and the waits on the same 2-worker runtime.
+fn pump_tokio(fx: &Arc<FakeLoop>, n: u32) -> Seen {
+    let rt = tokio_runtime();
+    rt.block_on(async {
+        let pump = pump_for(fx);
+        pump.spawn_on(Backend::Tokio).expect("inside the runtime");
+        let tasks: Vec<_> = (0..n)
+            .map(|id| {
+                let (pump, fx) = (pump.clone(), fx.clone());
+                tokio::spawn(async move {
+                    pump.wait_until(move || fx.check(id))
+                        .timeout(Duration::from_secs(120))
+                        .await
+                        .expect("wait completes");
+                    now_ns()
+                })
+            })
+            .collect();
+        let mut seen = Vec::with_capacity(tasks.len());
+        for task in tasks {
+            seen.push(task.await.expect("waiter task"));
+        }
+        pump.close();
+        seen
+    })
+}
+
+/// An `async-executor` (smol's executor) run by [`WORKERS`] threads until the returned sender
+/// is dropped.
+fn smol_executor() -> (Arc<Executor<'static>>, async_channel::Sender<()>) {
+    let executor = Arc::new(Executor::new());
+    let (stop, stopped) = async_channel::bounded::<()>(1);
+    for _ in 0..WORKERS {
+        let (executor, stopped) = (executor.clone(), stopped.clone());
+        std::thread::spawn(move || async_io::block_on(executor.run(stopped.recv())));
+    }
+    (executor, stop)
+}
+
+/// Peer 5 on smol: the pump and the waits on a 2-thread smol executor.
+fn pump_smol(fx: &Arc<FakeLoop>, n: u32) -> Seen {
+    let (executor, _stop) = smol_executor();
+    let pump = pump_for(fx);
+    executor.spawn(pump.run()).detach();
+    let tasks: Vec<_> = (0..n)
+        .map(|id| {
+            let (pump, fx) = (pump.clone(), fx.clone());
+            executor.spawn(async move {
+                pump.wait_until(move || fx.check(id))
+                    .timeout(Duration::from_secs(120))
+                    .await
+                    .expect("wait completes");
+                now_ns()
+            })
+        })
+        .collect();
+    let seen = async_io::block_on(async {
+        let mut seen = Vec::with_capacity(tasks.len());
+        for task in tasks {
+            seen.push(task.await);
+        }
+        seen
+    });
+    pump.close();
+    seen
+}
+
+/// Runs `approach` with no waiter at all for `span`; returns the loop calls made meanwhile.
+pub fn idle(approach: Approach, span: Duration) -> u64 {
+    let fx = Arc::new(FakeLoop::new(1));
+    let sleep = async_io::Timer::after(span);
+    match approach {
+        // Poll-driven peers do nothing without a future to poll.
+        Approach::Naive | Approach::ThreadLocal | Approach::Atomic => {
+            tokio_runtime().block_on(sleep);
+        }
+        Approach::Background1ms | Approach::Background10ms => {
+            let interval = if approach == Approach::Background1ms {
+                INTERVAL
+            } else {
+                Duration::from_millis(10)
+            };
+            tokio_runtime().block_on(async {
+                let ticker = tokio::spawn(background_loop(
+                    fx.clone(),
+                    Arc::new(Notify::new()),
+                    interval,
+                ));
+                sleep.await;
+                ticker.abort();
+            });
+        }
+        Approach::PumpTokio => {
+            tokio_runtime().block_on(async {
+                let pump = pump_for(&fx);
+                pump.spawn_on(Backend::Tokio).expect("inside the runtime");
+                sleep.await;
+                pump.close();
+            });
+        }
+        Approach::PumpSmol => {
+            let (executor, _stop) = smol_executor();
+            let pump = pump_for(&fx);
+            executor.spawn(pump.run()).detach();
+            async_io::block_on(sleep);
+            pump.close();
+        }
+    }
+    fx.stats().calls
+}
+
+type BoxedTask = Pin<Box<dyn Future<Output = u64> + Send>>;
+
+/// Latency from `kick()` to a pending waiter seeing its id done, `rounds` times in a row, in ns.
+///
+/// # Panics
+///
+/// Panics for an approach that is not ffi-pump: only ffi-pump has `kick()`.
+pub fn kick_latency(approach: Approach, rounds: u32) -> Vec<u64> {
+    let fx = Arc::new(FakeLoop::new(rounds));
+    fx.set_cost(crate::LOOP_COST);
+    let pump = pump_for(&fx);
+    match approach {
+        Approach::PumpTokio => tokio_runtime().block_on(async {
+            pump.spawn_on(Backend::Tokio).expect("inside the runtime");
+            let spawn = |task: BoxedTask| -> BoxedTask {
+                let task = tokio::spawn(task);
+                Box::pin(async move { task.await.expect("waiter task") })
+            };
+            kick_rounds(&pump, &fx, rounds, spawn).await
+        }),
+        Approach::PumpSmol => {
+            let (executor, _stop) = smol_executor();
+            executor.spawn(pump.run()).detach();
+            let spawn = |task: BoxedTask| -> BoxedTask { Box::pin(executor.spawn(task)) };
+            async_io::block_on(kick_rounds(&pump, &fx, rounds, spawn))
+        }
+        other => panic!("{} has no kick()", other.name()),
+    }
+}
+
+async fn kick_rounds(
+    pump: &Pump,
+    fx: &Arc<FakeLoop>,
+    rounds: u32,
+    spawn: impl Fn(BoxedTask) -> BoxedTask,
+) -> Vec<u64> {
+    let mut latencies = Vec::with_capacity(rounds as usize);
+    for id in 0..rounds {
+        let (waiter_pump, check) = (pump.clone(), fx.clone());
+        let waiter = spawn(Box::pin(async move {
+            waiter_pump
+                .wait_until(move || check.check(id))
+                .timeout(Duration::from_secs(10))
+                .await
+                .expect("kicked wait completes");
+            now_ns()
+        }));
+        // The waiter is pending (counted by the pump) before its id is armed and kicked.
+        let started = Instant::now();
+        while pump.stats().pending_waits == 0 {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "waiter never pending"
+            );
+            futures_lite::future::yield_now().await;
+        }
+        fx.arm_at(id, now_ns());
+        let kicked = now_ns();
+        pump.kick();
+        latencies.push(waiter.await - kicked);
+    }
+    pump.close();
+    latencies
+}
