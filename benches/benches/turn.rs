@@ -1,1 +1,74 @@
-fn main() {}
+//! Cost of one `turn()` with 0 / 1 000 / 100 000 pending waits, and of a wait whose condition
+//! already holds (the fast path).
+//!
+//! ```text
+//! cargo bench -p ffi-pump-bench --bench turn
+//! ```
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_executor::Executor;
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use fake_loop::FakeLoop;
+use ffi_pump::Pump;
+use futures_lite::future::block_on;
+
+/// A pump around the fixture whose timer never fires in a benchmark, so only `turn()` runs it.
+fn pump(fx: &Arc<FakeLoop>) -> Pump {
+    let fx = fx.clone();
+    Pump::builder()
+        .interval(Duration::from_secs(3600))
+        .build(move || {
+            let _ = fx.run_once();
+        })
+        .expect("valid settings")
+}
+
+fn turn(c: &mut Criterion) {
+    let mut group = c.benchmark_group("turn");
+    group.sample_size(20);
+    for pending in [0_usize, 1_000, 100_000] {
+        let fx = Arc::new(FakeLoop::new(1));
+        let pump = pump(&fx);
+        let executor = Arc::new(Executor::new());
+        let (stop, stopped) = async_channel::bounded::<()>(1);
+        let threads: Vec<_> = (0..2)
+            .map(|_| {
+                let (executor, stopped) = (executor.clone(), stopped.clone());
+                std::thread::spawn(move || block_on(executor.run(stopped.recv())))
+            })
+            .collect();
+        executor.spawn(pump.run()).detach();
+        let waits: Vec<_> = (0..pending)
+            .map(|_| executor.spawn(pump.wait_until(|| false)))
+            .collect();
+        while pump.stats().pending_waits < pending {
+            std::thread::yield_now();
+        }
+        group.bench_with_input(BenchmarkId::from_parameter(pending), &pending, |b, _| {
+            b.iter(|| block_on(pump.turn()).expect("turn"));
+        });
+        pump.close();
+        for wait in waits {
+            let _ = block_on(wait);
+        }
+        drop(stop);
+        for thread in threads {
+            thread.join().expect("executor thread");
+        }
+    }
+    group.finish();
+}
+
+fn fast_path(c: &mut Criterion) {
+    let fx = Arc::new(FakeLoop::new(1));
+    let pump = pump(&fx);
+    pump.spawn_on(ffi_pump::Backend::Thread).expect("pump thread");
+    c.bench_function("wait_until ready on first check", |b| {
+        b.iter(|| block_on(pump.wait_until(|| true)).expect("ready"));
+    });
+    pump.close();
+}
+
+criterion_group!(benches, turn, fast_path);
+criterion_main!(benches);
