@@ -54,7 +54,11 @@ fn turn(c: &mut Criterion) {
         }
         drop(stop);
         for thread in threads {
-            thread.join().expect("executor thread");
+            let stopped = thread.join().expect("executor thread");
+            assert!(
+                stopped.is_err(),
+                "executor threads stop when the sender is dropped"
+            );
         }
     }
     group.finish();
@@ -63,7 +67,8 @@ fn turn(c: &mut Criterion) {
 fn fast_path(c: &mut Criterion) {
     let fx = Arc::new(FakeLoop::new(1));
     let pump = pump(&fx);
-    pump.spawn_on(ffi_pump::Backend::Thread).expect("pump thread");
+    pump.spawn_on(ffi_pump::Backend::Thread)
+        .expect("pump thread");
     c.bench_function("wait_until ready on first check", |b| {
         b.iter(|| block_on(pump.wait_until(|| true)).expect("ready"));
     });

@@ -128,6 +128,9 @@ pub fn bytes_per_waiter(cells: &[Cell], approach: &str) -> Option<f64> {
     Some(delta * 1024.0 / f64::from(large.n - small.n))
 }
 
+/// A plot panel: title, left edge, the value plotted, whether its axis is logarithmic.
+type Panel = (&'static str, f64, fn(&Cell) -> f64, bool);
+
 const COLORS: [&str; 7] = [
     "#d62728", "#ff7f0e", "#bcbd22", "#9467bd", "#8c564b", "#1f77b4", "#2ca02c",
 ];
@@ -152,7 +155,7 @@ pub fn plot_svg(cells: &[Cell], approaches: &[&str]) -> String {
         f64::from(*ns.first().unwrap_or(&1)).log10(),
         f64::from(*ns.last().unwrap_or(&10)).log10().max(1.0),
     );
-    let panels: [(&str, f64, fn(&Cell) -> f64, bool); 2] = [
+    let panels: [Panel; 2] = [
         (
             "e2e latency p99, ready in C → future saw it (µs, log)",
             40.0,
