@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use crate::backend::thread;
 use crate::shared::{Config, Shared};
-use crate::{Error, Pump};
+use crate::{Error, Pump, Strategy};
 
 /// Settings for a [`Pump`], from [`Pump::builder`].
 ///
@@ -24,6 +24,7 @@ use crate::{Error, Pump};
 pub struct Builder {
     interval: Duration,
     idle_stop: bool,
+    strategy: Strategy,
 }
 
 impl Default for Builder {
@@ -31,6 +32,7 @@ impl Default for Builder {
         Builder {
             interval: Builder::DEFAULT_INTERVAL,
             idle_stop: true,
+            strategy: Strategy::default(),
         }
     }
 }
@@ -64,6 +66,23 @@ impl Builder {
         self
     }
 
+    /// Who runs the checks of [`Pump::wait_until`] and [`Pump::wait_for`] after each run
+    /// (default [`Strategy::PumpEvaluated`]); see [`Strategy`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::{Pump, Strategy};
+    ///
+    /// // A few waits whose tasks should see every round themselves:
+    /// let pump = Pump::builder().strategy(Strategy::Broadcast).build(|| {})?;
+    /// # Ok::<(), ffi_pump::Error>(())
+    /// ```
+    pub fn strategy(mut self, strategy: Strategy) -> Self {
+        self.strategy = strategy;
+        self
+    }
+
     fn config(&self) -> Result<Config, Error> {
         if self.interval.is_zero() {
             return Err(Error::InvalidConfig("interval must be longer than zero"));
@@ -71,6 +90,7 @@ impl Builder {
         Ok(Config {
             interval: self.interval,
             idle_stop: self.idle_stop,
+            strategy: self.strategy,
         })
     }
 

@@ -64,9 +64,11 @@ mod builder;
 mod error;
 mod pump;
 mod reentry;
+mod registry;
 mod run;
 mod shared;
 mod stats;
+mod strategy;
 mod turn;
 mod wait;
 
@@ -76,6 +78,7 @@ pub use error::Error;
 pub use pump::Pump;
 pub use run::Run;
 pub use stats::Stats;
+pub use strategy::Strategy;
 pub use turn::Turn;
 pub use wait::{WaitFor, WaitUntil};
 

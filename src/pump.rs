@@ -5,6 +5,8 @@ use std::sync::Arc;
 
 use crate::backend;
 use crate::shared::Shared;
+#[cfg(doc)]
+use crate::Strategy;
 use crate::{Backend, Builder, Error, Run, Stats, Turn, WaitFor, WaitUntil};
 
 /// A shared driver for a C library's non-reentrant event loop.
@@ -227,8 +229,11 @@ impl Pump {
     /// Waits until `check` returns `true`, calling it after each run of the loop.
     ///
     /// `check` is the C library's status call (`check_status_for_id(id)`). It runs first at the
-    /// first poll (a condition that already holds is the fast path), then once after every round,
-    /// each time under the loop lock. Add `.timeout(..)` to bound the wait; see [`WaitUntil`].
+    /// first poll (a condition that already holds is the fast path), then after each round, each
+    /// time under the loop lock. With the default [`Strategy::PumpEvaluated`] the pump runs it, on
+    /// the pump's thread, which is why it must be `Send + 'static`; use
+    /// [`wait_until_local`](Pump::wait_until_local) for a check that cannot move. Add
+    /// `.timeout(..)` to bound the wait; see [`WaitUntil`].
     ///
     /// # Errors
     ///
@@ -253,9 +258,39 @@ impl Pump {
     /// ```
     pub fn wait_until<F>(&self, check: F) -> WaitUntil<F>
     where
-        F: FnMut() -> bool,
+        F: FnMut() -> bool + Send + 'static,
     {
         WaitUntil::new(self.shared().clone(), check)
+    }
+
+    /// Like [`wait_until`](Pump::wait_until) for a check that is not `Send` or borrows: the
+    /// waiting task runs it itself after each run ([`Strategy::Broadcast`], whatever the pump's
+    /// strategy).
+    ///
+    /// # Errors
+    ///
+    /// As for [`wait_until`](Pump::wait_until).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::Pump;
+    /// use std::cell::Cell;
+    /// use std::rc::Rc;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let pump = Pump::new(|| {});
+    /// pump.spawn();
+    /// let done = Rc::new(Cell::new(true)); // `Rc` is not `Send`
+    /// pump.wait_until_local(|| done.get()).await?;
+    /// # Ok::<(), ffi_pump::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn wait_until_local<F>(&self, check: F) -> WaitUntil<F>
+    where
+        F: FnMut() -> bool,
+    {
+        WaitUntil::local(self.shared().clone(), check)
     }
 
     /// Waits until `check` returns `Some(value)`, calling it after each run, and yields the value.
@@ -283,9 +318,38 @@ impl Pump {
     /// ```
     pub fn wait_for<F, T>(&self, check: F) -> WaitFor<F, T>
     where
-        F: FnMut() -> Option<T>,
+        F: FnMut() -> Option<T> + Send + 'static,
+        T: Send + 'static,
     {
         WaitFor::new(self.shared().clone(), check)
+    }
+
+    /// Like [`wait_for`](Pump::wait_for) for a check that is not `Send` or borrows: the waiting
+    /// task runs it itself after each run ([`Strategy::Broadcast`], whatever the pump's strategy).
+    ///
+    /// # Errors
+    ///
+    /// As for [`wait_until`](Pump::wait_until).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::Pump;
+    /// use std::cell::RefCell;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let pump = Pump::new(|| {});
+    /// pump.spawn();
+    /// let results = RefCell::new(vec![404_u16]);
+    /// assert_eq!(pump.wait_for_local(|| results.borrow_mut().pop()).await?, 404);
+    /// # Ok::<(), ffi_pump::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn wait_for_local<F, T>(&self, check: F) -> WaitFor<F, T>
+    where
+        F: FnMut() -> Option<T>,
+    {
+        WaitFor::local(self.shared().clone(), check)
     }
 
     /// Asks for a run as soon as possible, without waiting for it; never blocks.

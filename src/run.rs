@@ -132,6 +132,7 @@ pub(crate) async fn drive<L: FnMut()>(shared: &Shared, mut local: Option<L>) {
             continue;
         }
         if shared.is_idle() {
+            shared.registry.sweep();
             woken.await;
             // The first wait after idle gets its run one interval from now, not a burst of
             // ticks the timer missed while asleep.

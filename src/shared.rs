@@ -9,7 +9,8 @@ use async_lock::{Mutex, MutexGuardArc};
 use event_listener::{listener, Event, EventListener};
 
 use crate::reentry::{self, Inside};
-use crate::{Error, Stats};
+use crate::registry::Registry;
+use crate::{Error, Stats, Strategy};
 
 /// The loop the pump calls. `None` when it lives on the pump's own thread
 /// ([`Builder::build_on_thread`](crate::Builder::build_on_thread)), which is the only place that may
@@ -24,6 +25,7 @@ pub(crate) type LoopGuard = MutexGuardArc<Runner>;
 pub(crate) struct Config {
     pub(crate) interval: Duration,
     pub(crate) idle_stop: bool,
+    pub(crate) strategy: Strategy,
 }
 
 pub(crate) struct Shared {
@@ -32,8 +34,10 @@ pub(crate) struct Shared {
     pub(crate) loop_lock: LoopLock,
     /// Held by the one driver that ticks the timer; other drivers stand by for it.
     pub(crate) driver_slot: Arc<Mutex<()>>,
-    /// "The loop ran" (also sent on close), to every waiter.
+    /// "The loop ran" (also sent on close), to broadcast waits and turns.
     pub(crate) ran: Event,
+    /// Checks of pump-evaluated waits, run after each run.
+    pub(crate) registry: Registry,
     /// Wakes the driver: a kick, a first waiter after idle, or close.
     pub(crate) wake: Event,
     round: AtomicU64,
@@ -54,6 +58,7 @@ impl Shared {
             loop_lock: Arc::new(Mutex::new(runner)),
             driver_slot: Arc::new(Mutex::new(())),
             ran: Event::new(),
+            registry: Registry::default(),
             wake: Event::new(),
             round: AtomicU64::new(0),
             running: AtomicBool::new(false),
@@ -95,10 +100,22 @@ impl Shared {
     pub(crate) fn close(&self) -> bool {
         let first = !self.closed.swap(true, SeqCst);
         if first {
+            // From a check the pump is evaluating, the registry is busy on this very thread:
+            // the pump abandons the registered waits itself when the evaluation ends.
+            if !reentry::is_inside(self.id()) {
+                self.abandon_registered();
+            }
             self.ran.notify(usize::MAX);
             self.wake.notify(usize::MAX);
         }
         first
+    }
+
+    /// Ends every pump-evaluated wait of a closed pump.
+    fn abandon_registered(&self) {
+        for waker in self.registry.close() {
+            waker.wake();
+        }
     }
 
     pub(crate) fn poison(&self) {
@@ -157,10 +174,14 @@ impl Shared {
         }
     }
 
-    /// Runs the loop once under `guard`, with `local` when the loop lives on this thread.
+    /// Runs the loop once under `guard`, with `local` when the loop lives on this thread, then
+    /// the checks of the pump-evaluated waits.
     ///
-    /// Bumps the round, releases the lock, then tells every waiter: they can check at once.
+    /// Bumps the round, releases the lock, then wakes the pump-evaluated waits that succeeded and
+    /// tells every broadcast wait: they can check at once.
     pub(crate) fn run_locked(&self, mut guard: LoopGuard, local: Option<&mut dyn FnMut()>) {
+        let mut woken = Vec::new();
+        let mut finished = Vec::new();
         let outcome = {
             let _inside = Inside::enter(self.id());
             self.running.store(true, SeqCst);
@@ -174,12 +195,23 @@ impl Shared {
             }));
             self.round.fetch_add(1, SeqCst);
             self.running.store(false, SeqCst);
+            if outcome.is_ok() {
+                let budget = self.config.interval / 2;
+                self.registry.evaluate(budget, &mut woken, &mut finished);
+            }
             outcome
         };
         drop(guard);
         if outcome.is_err() {
             self.poison();
+        } else if self.is_closed() {
+            // Closed by a check during the evaluation.
+            self.abandon_registered();
         }
+        for waker in woken {
+            waker.wake();
+        }
+        drop(finished);
         self.ran.notify(usize::MAX);
     }
 

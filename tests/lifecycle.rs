@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_io::Timer;
-use common::{assert_clean, fixture_spread};
+use common::{assert_clean, fixture_spread, STRATEGIES};
 use fake_loop::FakeLoop;
 use ffi_pump::{Error, Pump};
 use futures_lite::FutureExt;
@@ -37,23 +37,25 @@ async fn pending_waits(
 
 on_every_backend! {
     fn close_ends_pending_and_later_waits_with_closed(rt: Rt) {
-        let fx = Arc::new(FakeLoop::new(1));
-        rt.block_on(async {
-            let pump = rt.pump(Pump::builder(), &fx);
-            let tasks = pending_waits(rt, &pump, &fx, 1_000).await;
-            let closed_at = Instant::now();
-            assert!(pump.close(), "the first close closes");
-            assert!(!pump.close(), "a second close reports it was closed already");
-            for task in tasks {
-                assert_eq!(task.await, Err(Error::Closed));
-            }
-            let elapsed = closed_at.elapsed();
-            assert!(elapsed < Duration::from_secs(2), "waits took {elapsed:?} to see the close");
-            assert_eq!(pump.wait_until(|| true).await, Err(Error::Closed));
-            assert_eq!(pump.turn().await, Err(Error::Closed));
-            assert_eq!(pump.stats().pending_waits, 0);
-            assert!(pump.is_closed());
-        });
+        for strategy in STRATEGIES {
+            let fx = Arc::new(FakeLoop::new(1));
+            rt.block_on(async {
+                let pump = rt.pump(Pump::builder().strategy(strategy), &fx);
+                let tasks = pending_waits(rt, &pump, &fx, 1_000).await;
+                let closed_at = Instant::now();
+                assert!(pump.close(), "the first close closes");
+                assert!(!pump.close(), "a second close reports it was closed already");
+                for task in tasks {
+                    assert_eq!(task.await, Err(Error::Closed));
+                }
+                let elapsed = closed_at.elapsed();
+                assert!(elapsed < Duration::from_secs(2), "waits took {elapsed:?} to see the close");
+                assert_eq!(pump.wait_until(|| true).await, Err(Error::Closed));
+                assert_eq!(pump.turn().await, Err(Error::Closed));
+                assert_eq!(pump.stats().pending_waits, 0);
+                assert!(pump.is_closed());
+            });
+        }
     }
 
     fn dropping_every_handle_stops_the_pump(rt: Rt) {
@@ -88,63 +90,67 @@ on_every_backend! {
     }
 
     fn panic_in_run_once_fails_every_wait_with_panicked(rt: Rt) {
-        let fx = Arc::new(FakeLoop::new(1));
-        rt.block_on(async {
-            let calls = AtomicU64::new(0);
-            let run_fx = fx.clone();
-            let pump = rt.pump_with(Pump::builder(), move || {
-                if calls.fetch_add(1, Ordering::SeqCst) == 2 {
-                    panic!("run_once panics on its 3rd call (expected by this test)");
-                }
-                run_fx.run_once().expect("not re-entered");
-            });
-            let tasks: Vec<_> = (0..100)
-                .map(|_| {
-                    let (pump, fx) = (pump.clone(), fx.clone());
-                    rt.spawn(async move {
-                        pump.wait_until(move || fx.check(0)).timeout(Duration::from_secs(10)).await
+        for strategy in STRATEGIES {
+            let fx = Arc::new(FakeLoop::new(1));
+            rt.block_on(async {
+                let calls = AtomicU64::new(0);
+                let run_fx = fx.clone();
+                let pump = rt.pump_with(Pump::builder().strategy(strategy), move || {
+                    if calls.fetch_add(1, Ordering::SeqCst) == 2 {
+                        panic!("run_once panics on its 3rd call (expected by this test)");
+                    }
+                    run_fx.run_once().expect("not re-entered");
+                });
+                let tasks: Vec<_> = (0..100)
+                    .map(|_| {
+                        let (pump, fx) = (pump.clone(), fx.clone());
+                        rt.spawn(async move {
+                            pump.wait_until(move || fx.check(0)).timeout(Duration::from_secs(10)).await
+                        })
                     })
-                })
-                .collect();
-            for task in tasks {
-                assert_eq!(task.await, Err(Error::Panicked));
-            }
-            assert_eq!(pump.wait_until(|| true).await, Err(Error::Panicked));
-            assert_eq!(pump.turn().await, Err(Error::Panicked));
-            let stats = pump.stats();
-            assert!(stats.panicked && stats.closed, "{stats:?}");
-            assert_eq!(stats.rounds, 3);
-            assert_eq!(fx.stats().calls, 2, "the loop ran after the panic");
-        });
+                    .collect();
+                for task in tasks {
+                    assert_eq!(task.await, Err(Error::Panicked));
+                }
+                assert_eq!(pump.wait_until(|| true).await, Err(Error::Panicked));
+                assert_eq!(pump.turn().await, Err(Error::Panicked));
+                let stats = pump.stats();
+                assert!(stats.panicked && stats.closed, "{stats:?}");
+                assert_eq!(stats.rounds, 3);
+                assert_eq!(fx.stats().calls, 2, "the loop ran after the panic");
+            });
+        }
     }
 
     fn idle_pump_does_not_call_the_loop_and_wakes_for_a_new_wait(rt: Rt) {
-        let fx = fixture_spread(10, Duration::from_millis(20));
-        rt.block_on(async {
-            let pump = rt.pump(Pump::builder(), &fx);
-            for id in 0..10 {
-                let fx = fx.clone();
-                pump.wait_until(move || fx.check(id))
+        for strategy in STRATEGIES {
+            let fx = fixture_spread(10, Duration::from_millis(20));
+            rt.block_on(async {
+                let pump = rt.pump(Pump::builder().strategy(strategy), &fx);
+                for id in 0..10 {
+                    let fx = fx.clone();
+                    pump.wait_until(move || fx.check(id))
+                        .timeout(Duration::from_secs(10))
+                        .await
+                        .expect("wait completes");
+                }
+                assert_eq!(pump.stats().pending_waits, 0);
+                let idle_from = fx.stats().calls;
+                Timer::after(Duration::from_millis(300)).await;
+                let idle_calls = fx.stats().calls - idle_from;
+                // A tick that had begun before the last wait finished may still land: at most one.
+                assert!(idle_calls <= 1, "{idle_calls} loop calls in 300 ms with no wait pending");
+
+                // A wait on something only a new run can make true: the loop's next call.
+                let late = fx.clone();
+                let target = fx.stats().calls + 1;
+                pump.wait_until(move || late.stats().calls >= target)
                     .timeout(Duration::from_secs(10))
                     .await
-                    .expect("wait completes");
-            }
-            assert_eq!(pump.stats().pending_waits, 0);
-            let idle_from = fx.stats().calls;
-            Timer::after(Duration::from_millis(300)).await;
-            let idle_calls = fx.stats().calls - idle_from;
-            // A tick that had begun before the last wait finished may still land: at most one.
-            assert!(idle_calls <= 1, "{idle_calls} loop calls in 300 ms with no wait pending");
-
-            // A wait on something only a new run can make true: the loop's next call.
-            let late = fx.clone();
-            let target = fx.stats().calls + 1;
-            pump.wait_until(move || late.stats().calls >= target)
-                .timeout(Duration::from_secs(10))
-                .await
-                .expect("a new wait restarts the idle pump");
-            assert_clean(&fx);
-        });
+                    .expect("a new wait restarts the idle pump");
+                assert_clean(&fx);
+            });
+        }
     }
 }
 

@@ -9,7 +9,7 @@ pub mod peers;
 pub mod report;
 pub mod usage;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use fake_loop::{now_ns, FakeLoop};
@@ -23,27 +23,53 @@ pub const WORKERS: usize = 2;
 /// The pump's and the fast background task's interval.
 pub const INTERVAL: Duration = Duration::from_millis(1);
 
-/// A fixture with `n` ids armed over [`SPREAD`], and when each is due.
+/// A fixture with `n` ids, armed once the waiters for them exist.
 #[derive(Debug)]
-pub struct Armed {
+pub struct Workload {
     /// The C side.
     pub fx: Arc<FakeLoop>,
-    /// Deadline of each id ([`now_ns`] clock).
-    pub deadlines: Vec<u64>,
+    /// How many ids (and waiters).
+    pub n: u32,
+    deadlines: Mutex<Vec<u64>>,
 }
 
-impl Armed {
-    /// Arms ids `0..n` at random moments within [`SPREAD`] from now.
-    pub fn new(n: u32) -> Armed {
+impl Workload {
+    /// A fixture with ids `0..n`, none armed yet.
+    pub fn new(n: u32) -> Workload {
         let fx = Arc::new(FakeLoop::new(n));
         fx.set_cost(LOOP_COST);
+        Workload {
+            fx,
+            n,
+            deadlines: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Arms every id at a random moment within [`SPREAD`] from now.
+    ///
+    /// Every approach calls this right after spawning its N waiters, so the time it takes to
+    /// spawn them is not counted as latency of the ids that fall due meanwhile.
+    pub fn arm(&self) {
         let start = now_ns();
         let spread = SPREAD.as_nanos() as u64;
-        let deadlines: Vec<u64> = (0..n).map(|_| start + fastrand::u64(0..spread)).collect();
-        for (id, &deadline) in (0..n).zip(&deadlines) {
-            fx.arm_at(id, deadline);
+        let deadlines: Vec<u64> = (0..self.n)
+            .map(|_| start + fastrand::u64(0..spread))
+            .collect();
+        for (id, &deadline) in (0..self.n).zip(&deadlines) {
+            self.fx.arm_at(id, deadline);
         }
-        Armed { fx, deadlines }
+        *self
+            .deadlines
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = deadlines;
+    }
+
+    /// The deadline of each id ([`now_ns`] clock), once armed.
+    pub fn deadlines(&self) -> Vec<u64> {
+        self.deadlines
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 }
 

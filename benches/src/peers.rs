@@ -13,11 +13,11 @@ use std::time::{Duration, Instant};
 
 use async_executor::Executor;
 use fake_loop::{now_ns, FakeLoop};
-use ffi_pump::{Backend, Pump};
+use ffi_pump::{Backend, Pump, Strategy};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
-use crate::{tokio_runtime, Armed, INTERVAL, WORKERS};
+use crate::{tokio_runtime, Workload, INTERVAL, WORKERS};
 
 /// One way of awaiting "id is done".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,19 +36,22 @@ pub enum Approach {
     Background10ms,
     /// 5. ffi-pump, default configuration at 1 ms, on the same tokio runtime.
     PumpTokio,
+    /// 5. ffi-pump with the broadcast strategy of the core protocol, on the same tokio runtime.
+    PumpTokioBroadcast,
     /// 5. ffi-pump, default configuration at 1 ms, on a 2-thread smol executor.
     PumpSmol,
 }
 
 impl Approach {
     /// Every approach, in table order.
-    pub const ALL: [Approach; 7] = [
+    pub const ALL: [Approach; 8] = [
         Approach::Naive,
         Approach::ThreadLocal,
         Approach::Atomic,
         Approach::Background1ms,
         Approach::Background10ms,
         Approach::PumpTokio,
+        Approach::PumpTokioBroadcast,
         Approach::PumpSmol,
     ];
 
@@ -61,6 +64,7 @@ impl Approach {
             Approach::Background1ms => "background-1ms",
             Approach::Background10ms => "background-10ms",
             Approach::PumpTokio => "ffi-pump-tokio",
+            Approach::PumpTokioBroadcast => "ffi-pump-tokio-broadcast",
             Approach::PumpSmol => "ffi-pump-smol",
         }
     }
@@ -70,41 +74,55 @@ impl Approach {
         Approach::ALL.into_iter().find(|a| a.name() == name)
     }
 
+    /// The wait strategy of an ffi-pump approach (the default for the others, which ignore it).
+    pub fn strategy(self) -> Strategy {
+        match self {
+            Approach::PumpTokioBroadcast => Strategy::Broadcast,
+            _ => Strategy::default(),
+        }
+    }
+
     /// Whether this is ffi-pump.
     pub fn is_pump(self) -> bool {
-        matches!(self, Approach::PumpTokio | Approach::PumpSmol)
+        matches!(
+            self,
+            Approach::PumpTokio | Approach::PumpTokioBroadcast | Approach::PumpSmol
+        )
     }
 }
 
 /// When each id was seen done by its future ([`now_ns`] clock), indexed by id.
 pub type Seen = Vec<u64>;
 
-/// Runs `n` concurrent waits with `approach` on `armed`, returning when each saw its id done.
-pub fn run(approach: Approach, armed: &Armed) -> Seen {
-    let n = armed.deadlines.len() as u32;
+/// Runs `workload.n` concurrent waits with `approach`, arming the ids once they are spawned;
+/// returns when each saw its id done.
+pub fn run(approach: Approach, workload: &Workload) -> Seen {
+    let fx = &workload.fx;
     match approach {
-        Approach::Naive => on_tokio(n, |id| Naive::new(armed.fx.clone(), id)),
-        Approach::ThreadLocal => on_tokio(n, |id| ThreadLocal::new(armed.fx.clone(), id)),
+        Approach::Naive => on_tokio(workload, |id| Naive::new(fx.clone(), id)),
+        Approach::ThreadLocal => on_tokio(workload, |id| ThreadLocal::new(fx.clone(), id)),
         Approach::Atomic => {
             let active = Arc::new(AtomicUsize::new(0));
-            on_tokio(n, |id| Atomic::new(armed.fx.clone(), active.clone(), id))
+            on_tokio(workload, |id| Atomic::new(fx.clone(), active.clone(), id))
         }
-        Approach::Background1ms => background(&armed.fx, n, INTERVAL),
-        Approach::Background10ms => background(&armed.fx, n, Duration::from_millis(10)),
-        Approach::PumpTokio => pump_tokio(&armed.fx, n),
-        Approach::PumpSmol => pump_smol(&armed.fx, n),
+        Approach::Background1ms => background(workload, INTERVAL),
+        Approach::Background10ms => background(workload, Duration::from_millis(10)),
+        Approach::PumpTokio | Approach::PumpTokioBroadcast => {
+            pump_tokio(workload, approach.strategy())
+        }
+        Approach::PumpSmol => pump_smol(workload),
     }
 }
 
 /// Spawns one tokio task per id awaiting `wait(id)`, on a fresh 2-worker runtime.
-fn on_tokio<W, F>(n: u32, wait: W) -> Seen
+fn on_tokio<W, F>(workload: &Workload, wait: W) -> Seen
 where
     W: Fn(u32) -> F,
     F: Future<Output = ()> + Send + 'static,
 {
     let rt = tokio_runtime();
     rt.block_on(async {
-        let tasks: Vec<_> = (0..n)
+        let tasks: Vec<_> = (0..workload.n)
             .map(|id| {
                 let wait = wait(id);
                 tokio::spawn(async move {
@@ -113,6 +131,7 @@ where
                 })
             })
             .collect();
+        workload.arm();
         let mut seen = Vec::with_capacity(tasks.len());
         for task in tasks {
             seen.push(task.await.expect("waiter task"));
@@ -209,12 +228,13 @@ impl Future for Atomic {
 }
 
 /// Peer 4: a background task runs the loop and notifies everyone every `interval`.
-fn background(fx: &Arc<FakeLoop>, n: u32, interval: Duration) -> Seen {
+fn background(workload: &Workload, interval: Duration) -> Seen {
+    let fx = &workload.fx;
     let rt = tokio_runtime();
     rt.block_on(async {
         let notify = Arc::new(Notify::new());
         let ticker = tokio::spawn(background_loop(fx.clone(), notify.clone(), interval));
-        let tasks: Vec<_> = (0..n)
+        let tasks: Vec<_> = (0..workload.n)
             .map(|id| {
                 let (fx, notify) = (fx.clone(), notify.clone());
                 tokio::spawn(async move {
@@ -232,6 +252,7 @@ fn background(fx: &Arc<FakeLoop>, n: u32, interval: Duration) -> Seen {
                 })
             })
             .collect();
+        workload.arm();
         let mut seen = Vec::with_capacity(tasks.len());
         for task in tasks {
             seen.push(task.await.expect("waiter task"));
@@ -249,10 +270,11 @@ async fn background_loop(fx: Arc<FakeLoop>, notify: Arc<Notify>, interval: Durat
     }
 }
 
-fn pump_for(fx: &Arc<FakeLoop>) -> Pump {
+fn pump_for(fx: &Arc<FakeLoop>, strategy: Strategy) -> Pump {
     let fx = fx.clone();
     Pump::builder()
         .interval(INTERVAL)
+        .strategy(strategy)
         .build(move || {
             let _ = fx.run_once();
         })
@@ -260,23 +282,24 @@ fn pump_for(fx: &Arc<FakeLoop>) -> Pump {
 }
 
 /// Peer 5 on tokio: the pump and the waits on the same 2-worker runtime.
-fn pump_tokio(fx: &Arc<FakeLoop>, n: u32) -> Seen {
+fn pump_tokio(workload: &Workload, strategy: Strategy) -> Seen {
+    let fx = &workload.fx;
     let rt = tokio_runtime();
     rt.block_on(async {
-        let pump = pump_for(fx);
+        let pump = pump_for(fx, strategy);
         pump.spawn_on(Backend::Tokio).expect("inside the runtime");
-        let tasks: Vec<_> = (0..n)
+        let tasks: Vec<_> = (0..workload.n)
             .map(|id| {
                 let (pump, fx) = (pump.clone(), fx.clone());
                 tokio::spawn(async move {
                     pump.wait_until(move || fx.check(id))
-                        .timeout(Duration::from_secs(120))
                         .await
                         .expect("wait completes");
                     now_ns()
                 })
             })
             .collect();
+        workload.arm();
         let mut seen = Vec::with_capacity(tasks.len());
         for task in tasks {
             seen.push(task.await.expect("waiter task"));
@@ -299,22 +322,23 @@ fn smol_executor() -> (Arc<Executor<'static>>, async_channel::Sender<()>) {
 }
 
 /// Peer 5 on smol: the pump and the waits on a 2-thread smol executor.
-fn pump_smol(fx: &Arc<FakeLoop>, n: u32) -> Seen {
+fn pump_smol(workload: &Workload) -> Seen {
+    let fx = &workload.fx;
     let (executor, _stop) = smol_executor();
-    let pump = pump_for(fx);
+    let pump = pump_for(fx, Strategy::default());
     executor.spawn(pump.run()).detach();
-    let tasks: Vec<_> = (0..n)
+    let tasks: Vec<_> = (0..workload.n)
         .map(|id| {
             let (pump, fx) = (pump.clone(), fx.clone());
             executor.spawn(async move {
                 pump.wait_until(move || fx.check(id))
-                    .timeout(Duration::from_secs(120))
                     .await
                     .expect("wait completes");
                 now_ns()
             })
         })
         .collect();
+    workload.arm();
     let seen = async_io::block_on(async {
         let mut seen = Vec::with_capacity(tasks.len());
         for task in tasks {
@@ -351,9 +375,9 @@ pub fn idle(approach: Approach, span: Duration) -> u64 {
                 ticker.abort();
             });
         }
-        Approach::PumpTokio => {
+        Approach::PumpTokio | Approach::PumpTokioBroadcast => {
             tokio_runtime().block_on(async {
-                let pump = pump_for(&fx);
+                let pump = pump_for(&fx, approach.strategy());
                 pump.spawn_on(Backend::Tokio).expect("inside the runtime");
                 sleep.await;
                 pump.close();
@@ -361,7 +385,7 @@ pub fn idle(approach: Approach, span: Duration) -> u64 {
         }
         Approach::PumpSmol => {
             let (executor, _stop) = smol_executor();
-            let pump = pump_for(&fx);
+            let pump = pump_for(&fx, approach.strategy());
             executor.spawn(pump.run()).detach();
             async_io::block_on(sleep);
             pump.close();
@@ -380,9 +404,9 @@ type BoxedTask = Pin<Box<dyn Future<Output = u64> + Send>>;
 pub fn kick_latency(approach: Approach, rounds: u32) -> Vec<u64> {
     let fx = Arc::new(FakeLoop::new(rounds));
     fx.set_cost(crate::LOOP_COST);
-    let pump = pump_for(&fx);
+    let pump = pump_for(&fx, approach.strategy());
     match approach {
-        Approach::PumpTokio => tokio_runtime().block_on(async {
+        Approach::PumpTokio | Approach::PumpTokioBroadcast => tokio_runtime().block_on(async {
             pump.spawn_on(Backend::Tokio).expect("inside the runtime");
             let spawn = |task: BoxedTask| -> BoxedTask {
                 let task = tokio::spawn(task);

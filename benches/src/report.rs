@@ -246,7 +246,7 @@ pub fn plot_svg(cells: &[Cell], approaches: &[&str]) -> String {
         }
     }
     for (i, approach) in approaches.iter().enumerate() {
-        let lx = 60.0 + (i as f64) * 135.0;
+        let lx = 20.0 + (i as f64) * 122.0;
         let color = COLORS[i % COLORS.len()];
         let _ = writeln!(
             svg,

@@ -8,7 +8,10 @@ use std::time::Duration;
 
 use async_executor::Executor;
 use fake_loop::FakeLoop;
-use ffi_pump::{Backend, Builder, Pump};
+use ffi_pump::{Backend, Builder, Pump, Strategy};
+
+/// Both wait strategies, for tests that must hold under each.
+pub const STRATEGIES: [Strategy; 2] = [Strategy::PumpEvaluated, Strategy::Broadcast];
 
 /// Where a test runs its tasks and its pump.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use fake_loop::FakeLoop;
 use ffi_pump_bench::peers::{self, Approach};
 use ffi_pump_bench::report::{self, Cell, Idle, Kick, Spread};
-use ffi_pump_bench::{usage, Armed, INTERVAL, LOOP_COST, SPREAD, WORKERS};
+use ffi_pump_bench::{usage, Workload, INTERVAL, LOOP_COST, SPREAD, WORKERS};
 
 const SIZES: [u32; 4] = [1, 100, 10_000, 100_000];
 const CELL_LIMIT: Duration = Duration::from_secs(60);
@@ -70,19 +70,20 @@ fn to_json<T: serde::Serialize>(value: &T) -> String {
 
 /// Child: one approach at one N.
 fn cell(approach: Approach, n: u32) -> Cell {
+    let workload = Workload::new(n);
     let before = usage::now();
     let started = Instant::now();
-    let armed = Armed::new(n);
-    let seen = peers::run(approach, &armed);
+    let seen = peers::run(approach, &workload);
     let wall = started.elapsed();
     let after = usage::now();
-    let fx: &FakeLoop = &armed.fx;
+    let fx: &FakeLoop = &workload.fx;
+    let deadlines = workload.deadlines();
     let stats = fx.stats();
     let mut ready_to_seen: Vec<u64> = (0..n)
         .map(|id| seen[id as usize].saturating_sub(fx.ready_at_ns(id).expect("every id ran")))
         .collect();
     let mut deadline_to_seen: Vec<u64> = (0..n as usize)
-        .map(|id| seen[id].saturating_sub(armed.deadlines[id]))
+        .map(|id| seen[id].saturating_sub(deadlines[id]))
         .collect();
     let wall_ms = wall.as_secs_f64() * 1e3;
     Cell {
@@ -234,7 +235,11 @@ fn matrix(sizes: &[u32]) {
     }
 
     println!("\n## kick() → waiter saw it ({KICKS} kicks, one pending waiter)\n\n| approach | p50 µs | p99 µs | max µs |\n|---|---:|---:|---:|");
-    for approach in [Approach::PumpTokio, Approach::PumpSmol] {
+    for approach in [
+        Approach::PumpTokio,
+        Approach::PumpTokioBroadcast,
+        Approach::PumpSmol,
+    ] {
         eprintln!("kick {}", approach.name());
         match child::<Kick>(&["--kick".into(), approach.name().into()]) {
             Ok(kick) => {

@@ -1,0 +1,168 @@
+//! The registry of pump-evaluated waits: type-erased checks that the pump evaluates right after
+//! each run, waking only the waits whose check succeeded.
+//!
+//! Waits register into a short `incoming` list, so registering never waits for an evaluation in
+//! progress; the pump moves them into its slab when it next evaluates. A wait that gives up only
+//! marks its entry cancelled; the pump drops it when it next meets it, or when it goes idle. User
+//! code other than the checks (the drop of what a check captured) never runs under these locks.
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::task::Waker;
+use std::time::{Duration, Instant};
+
+/// A registered check, as the pump sees it.
+pub(crate) trait Evaluate: Send {
+    /// Runs the check once, unless the wait gave up. `Some(waker)` when the entry is finished
+    /// (completed, its check panicked, or cancelled): the pump removes it and wakes the waker.
+    fn evaluate(&mut self) -> Option<Option<Waker>>;
+
+    /// Whether the wait gave up on this entry.
+    fn is_cancelled(&self) -> bool;
+
+    /// The waker of a wait that will never complete, because the pump closed.
+    fn abandon(&mut self) -> Option<Waker>;
+}
+
+/// The registry's side of a wait: its check, owned here, and a handle on the wait's outcome.
+pub(crate) type Entry = Box<dyn Evaluate>;
+
+/// Entries evaluated between two looks at the clock.
+const CLOCK_STRIDE: usize = 64;
+
+#[derive(Default)]
+struct Incoming {
+    entries: Vec<Entry>,
+    closed: bool,
+}
+
+#[derive(Default)]
+struct Slab {
+    entries: Vec<Option<Entry>>,
+    free: Vec<usize>,
+    len: usize,
+    /// Where the last evaluation stopped for lack of time.
+    cursor: usize,
+}
+
+impl Slab {
+    fn insert(&mut self, entry: Entry) {
+        self.len += 1;
+        match self.free.pop() {
+            Some(key) => self.entries[key] = Some(entry),
+            None => self.entries.push(Some(entry)),
+        }
+    }
+
+    fn remove(&mut self, key: usize) -> Option<Entry> {
+        let entry = self.entries[key].take();
+        if entry.is_some() {
+            self.free.push(key);
+            self.len -= 1;
+        }
+        entry
+    }
+
+    /// Gives back the memory of a past burst of waits once none is left.
+    fn shrink_if_empty(&mut self) {
+        if self.len == 0 && !self.entries.is_empty() {
+            *self = Slab::default();
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // No user code runs under these locks except checks, which run under catch_unwind.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[derive(Default)]
+pub(crate) struct Registry {
+    incoming: Mutex<Incoming>,
+    slab: Mutex<Slab>,
+}
+
+impl Registry {
+    /// Registers an entry in O(1); hands it back if the pump is closed.
+    pub(crate) fn insert(&self, entry: Entry) -> Result<(), Entry> {
+        let mut incoming = lock(&self.incoming);
+        if incoming.closed {
+            return Err(entry);
+        }
+        incoming.entries.push(entry);
+        Ok(())
+    }
+
+    /// Evaluates entries, starting where the last evaluation stopped, until all were seen or
+    /// `budget` is spent. The wakers of the completed ones go to `woken`, the finished entries to
+    /// `finished`, to be dropped by the caller once no lock is held.
+    pub(crate) fn evaluate(
+        &self,
+        budget: Duration,
+        woken: &mut Vec<Waker>,
+        finished: &mut Vec<Entry>,
+    ) {
+        let arrived = std::mem::take(&mut lock(&self.incoming).entries);
+        let mut slab = lock(&self.slab);
+        for entry in arrived {
+            slab.insert(entry);
+        }
+        if slab.len == 0 {
+            slab.shrink_if_empty();
+            return;
+        }
+        let deadline = Instant::now().checked_add(budget);
+        let size = slab.entries.len();
+        let start = slab.cursor % size;
+        for step in 0..size {
+            let key = (start + step) % size;
+            if step % CLOCK_STRIDE == CLOCK_STRIDE - 1
+                && deadline.is_some_and(|d| Instant::now() >= d)
+            {
+                slab.cursor = key;
+                return;
+            }
+            let Some(entry) = &mut slab.entries[key] else {
+                continue;
+            };
+            if let Some(waker) = entry.evaluate() {
+                finished.extend(slab.remove(key));
+                woken.extend(waker);
+            }
+        }
+        slab.cursor = start;
+    }
+
+    /// Drops the entries of waits that gave up: for a pump going idle, which evaluates nothing
+    /// until the next wait.
+    pub(crate) fn sweep(&self) {
+        let arrived = std::mem::take(&mut lock(&self.incoming).entries);
+        let mut slab = lock(&self.slab);
+        for entry in arrived {
+            slab.insert(entry);
+        }
+        let mut cancelled = Vec::new();
+        for key in 0..slab.entries.len() {
+            if slab.entries[key].as_ref().is_some_and(|e| e.is_cancelled()) {
+                cancelled.extend(slab.remove(key));
+            }
+        }
+        slab.shrink_if_empty();
+        drop(slab);
+        drop(cancelled);
+    }
+
+    /// Refuses new entries and takes every entry out, returning the wakers of their waits.
+    pub(crate) fn close(&self) -> Vec<Waker> {
+        let arrived = {
+            let mut incoming = lock(&self.incoming);
+            incoming.closed = true;
+            std::mem::take(&mut incoming.entries)
+        };
+        let slab = std::mem::take(&mut *lock(&self.slab));
+        arrived
+            .into_iter()
+            .chain(slab.entries.into_iter().flatten())
+            .filter_map(|mut entry| entry.abandon())
+            .collect()
+    }
+}

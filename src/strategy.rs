@@ -1,0 +1,32 @@
+/// Who runs the checks of [`Pump::wait_until`](crate::Pump::wait_until) and
+/// [`Pump::wait_for`](crate::Pump::wait_for) after each run of the loop; set with
+/// [`Builder::strategy`](crate::Builder::strategy).
+///
+/// Both keep every check under the loop lock, never overlapping a run or another check.
+///
+/// # Examples
+///
+/// ```
+/// use ffi_pump::{Pump, Strategy};
+///
+/// let pump = Pump::builder().strategy(Strategy::Broadcast).build(|| {})?;
+/// # Ok::<(), ffi_pump::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Strategy {
+    /// The default. A wait hands its check to the pump, which runs every registered check right
+    /// after each run, on its own thread, and wakes only the waits whose check succeeded. Per
+    /// round the pump does O(pending) checks and O(finished) wake-ups, and no waiting task runs.
+    ///
+    /// The pump spends at most half an interval per round on checks; beyond that (about 10 000
+    /// cheap checks per millisecond) it goes on where it stopped after the next run, so with very
+    /// many waits each check runs every few rounds rather than every round.
+    #[default]
+    PumpEvaluated,
+    /// The core protocol: after each run every waiting task wakes and checks itself under the
+    /// loop lock. O(pending) task wake-ups and lock hand-offs per round: right for tens to a few
+    /// thousand waits, and what [`Pump::wait_until_local`](crate::Pump::wait_until_local) always
+    /// uses for checks that cannot move to the pump's thread.
+    Broadcast,
+}

@@ -1,0 +1,337 @@
+//! The wait futures [`WaitUntil`] and [`WaitFor`], and the two protocols behind them.
+
+mod broadcast;
+mod on_pump;
+
+use std::fmt;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use async_io::Timer;
+
+use crate::shared::Shared;
+use crate::{Error, Strategy};
+use broadcast::Broadcast;
+use on_pump::OnPump;
+
+/// A status check run by a wait, always under the loop lock (never while the loop runs).
+///
+/// This is the seam between the public wait futures and the protocols that decide who runs the
+/// check and when: [`Broadcast`] (every wait checks itself after every run) and [`OnPump`] (the
+/// pump checks every registered wait after each run and wakes only those that succeeded).
+pub(crate) trait Check {
+    type Output;
+
+    fn check(&mut self) -> Option<Self::Output>;
+}
+
+/// `FnMut() -> bool` as a [`Check`].
+pub(crate) struct Until<F>(F);
+
+impl<F: FnMut() -> bool> Check for Until<F> {
+    type Output = ();
+
+    fn check(&mut self) -> Option<()> {
+        (self.0)().then_some(())
+    }
+}
+
+/// `FnMut() -> Option<T>` as a [`Check`].
+pub(crate) struct For<F, T>(F, PhantomData<fn() -> T>);
+
+impl<F: FnMut() -> Option<T>, T> Check for For<F, T> {
+    type Output = T;
+
+    fn check(&mut self) -> Option<T> {
+        (self.0)()
+    }
+}
+
+enum Protocol<C, T> {
+    Broadcast(Broadcast<C>),
+    OnPump(OnPump<T>),
+}
+
+/// A wait with either protocol, and its optional deadline.
+struct Timed<C, T> {
+    protocol: Protocol<C, T>,
+    timer: Option<Timer>,
+}
+
+// The check is never pinned (only called through `&mut`), so the wait may move freely.
+impl<C, T> Unpin for Timed<C, T> {}
+
+impl<C: Check<Output = T>, T> Timed<C, T> {
+    /// A wait that checks itself after every run, whatever the pump's strategy.
+    fn broadcast(shared: Arc<Shared>, check: C) -> Self {
+        Timed {
+            protocol: Protocol::Broadcast(Broadcast::new(shared, check)),
+            timer: None,
+        }
+    }
+
+    /// A wait with the pump's [`Strategy`].
+    fn with_strategy(shared: Arc<Shared>, check: C) -> Self
+    where
+        C: Send + 'static,
+        T: Send + 'static,
+    {
+        match shared.config.strategy {
+            Strategy::PumpEvaluated => Timed {
+                protocol: Protocol::OnPump(OnPump::new(shared, check)),
+                timer: None,
+            },
+            Strategy::Broadcast => Timed::broadcast(shared, check),
+        }
+    }
+
+    fn set_deadline(&mut self, deadline: Option<Instant>) {
+        self.timer = Some(deadline.map_or_else(Timer::never, Timer::at));
+    }
+
+    fn set_timeout(&mut self, timeout: Duration) {
+        self.set_deadline(Instant::now().checked_add(timeout));
+    }
+
+    fn poll_wait(&mut self, cx: &mut Context<'_>) -> Poll<Result<T, Error>> {
+        let outcome = match &mut self.protocol {
+            Protocol::Broadcast(wait) => wait.poll_wait(cx),
+            Protocol::OnPump(wait) => wait.poll_wait(cx),
+        };
+        if outcome.is_ready() {
+            self.timer = None;
+            return outcome;
+        }
+        if let Some(timer) = &mut self.timer {
+            if Pin::new(timer).poll(cx).is_ready() {
+                self.timer = None;
+                match &mut self.protocol {
+                    Protocol::Broadcast(wait) => wait.cancel(),
+                    Protocol::OnPump(wait) => wait.cancel(),
+                }
+                return Poll::Ready(Err(Error::TimedOut));
+            }
+        }
+        Poll::Pending
+    }
+}
+
+macro_rules! wait_future_docs {
+    () => {
+        "\n\n# Cancel safety\n\n\
+        Dropping the future at any point (a `select`, an outer timeout, an aborted task) removes \
+        it from the pump: it stops counting as pending, its check leaves the pump's registry \
+        (pump-evaluated) or it gives up its place in the loop lock's queue and its listener \
+        leaves without swallowing the notification of any other wait (broadcast). Nothing is \
+        left to clean up, and the condition can simply be awaited again.\n\n\
+        # Panics\n\n\
+        Panics if polled again after it completed, like most futures. A panic in the check \
+        itself propagates to the task that awaits this future (with the pump-evaluated \
+        strategy it is caught on the pump and resumed there); the loop lock is released and the \
+        pump keeps running.\n"
+    };
+}
+
+/// Future returned by [`Pump::wait_until`](crate::Pump::wait_until) and
+/// [`Pump::wait_until_local`](crate::Pump::wait_until_local): resolves once its check returns
+/// `true`.
+///
+/// The check runs under the pump's loop lock, never at the same time as `run_once` or another
+/// check: once at the first poll if the lock is free, then once after each run of the loop —
+/// by the pump itself ([`Strategy::PumpEvaluated`]) or by this future's task
+/// ([`Strategy::Broadcast`], and always for `wait_until_local`).
+///
+/// # Examples
+///
+/// ```
+/// use ffi_pump::Pump;
+/// use std::sync::atomic::{AtomicU32, Ordering};
+/// use std::sync::Arc;
+/// use std::time::Duration;
+///
+/// # futures_lite::future::block_on(async {
+/// // Stand-in for a C library: the third run completes the job.
+/// let runs = Arc::new(AtomicU32::new(0));
+/// let counter = runs.clone();
+/// let pump = Pump::new(move || {
+///     counter.fetch_add(1, Ordering::SeqCst);
+/// });
+/// pump.spawn();
+///
+/// pump.wait_until(move || runs.load(Ordering::SeqCst) >= 3)
+///     .timeout(Duration::from_secs(2))
+///     .await?;
+/// # Ok::<(), ffi_pump::Error>(())
+/// # }).unwrap();
+/// ```
+#[doc = wait_future_docs!()]
+#[must_use = "futures do nothing unless you `.await` or poll them"]
+pub struct WaitUntil<F> {
+    wait: Timed<Until<F>, ()>,
+}
+
+impl<F: FnMut() -> bool> WaitUntil<F> {
+    pub(crate) fn new(shared: Arc<Shared>, check: F) -> Self
+    where
+        F: Send + 'static,
+    {
+        WaitUntil {
+            wait: Timed::with_strategy(shared, Until(check)),
+        }
+    }
+
+    pub(crate) fn local(shared: Arc<Shared>, check: F) -> Self {
+        WaitUntil {
+            wait: Timed::broadcast(shared, Until(check)),
+        }
+    }
+
+    /// Gives up with [`Error::TimedOut`] after `timeout`, counted from this call.
+    ///
+    /// The check runs first on the first poll, so a condition that already holds wins over a zero
+    /// timeout. `Duration::MAX` (or anything past the clock's range) never times out.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::{Error, Pump};
+    /// use std::time::Duration;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let pump = Pump::new(|| {});
+    /// pump.spawn();
+    /// let outcome = pump.wait_until(|| false).timeout(Duration::from_millis(20)).await;
+    /// assert_eq!(outcome, Err(Error::TimedOut));
+    /// # Ok::<(), Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.wait.set_timeout(timeout);
+        self
+    }
+
+    /// Gives up with [`Error::TimedOut`] at `deadline`.
+    pub fn deadline(mut self, deadline: Instant) -> Self {
+        self.wait.set_deadline(Some(deadline));
+        self
+    }
+}
+
+impl<F: FnMut() -> bool> Future for WaitUntil<F> {
+    type Output = Result<(), Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.wait.poll_wait(cx)
+    }
+}
+
+impl<F> fmt::Debug for WaitUntil<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WaitUntil").finish_non_exhaustive()
+    }
+}
+
+/// Future returned by [`Pump::wait_for`](crate::Pump::wait_for) and
+/// [`Pump::wait_for_local`](crate::Pump::wait_for_local): resolves to the first `Some` its check
+/// returns.
+///
+/// The check runs under the pump's loop lock, never at the same time as `run_once` or another
+/// check: once at the first poll if the lock is free, then once after each run of the loop —
+/// by the pump itself ([`Strategy::PumpEvaluated`]) or by this future's task
+/// ([`Strategy::Broadcast`], and always for `wait_for_local`).
+///
+/// # Examples
+///
+/// ```
+/// use ffi_pump::Pump;
+/// use std::sync::{Arc, Mutex};
+/// use std::time::Duration;
+///
+/// # futures_lite::future::block_on(async {
+/// // Stand-in for a C library that stores a result when a run completes a job.
+/// let result = Arc::new(Mutex::new(None));
+/// let slot = result.clone();
+/// let pump = Pump::new(move || {
+///     *slot.lock().unwrap() = Some(200_u16);
+/// });
+/// pump.spawn();
+///
+/// let status = pump
+///     .wait_for(move || result.lock().unwrap().take())
+///     .timeout(Duration::from_secs(2))
+///     .await?;
+/// assert_eq!(status, 200);
+/// # Ok::<(), ffi_pump::Error>(())
+/// # }).unwrap();
+/// ```
+#[doc = wait_future_docs!()]
+#[must_use = "futures do nothing unless you `.await` or poll them"]
+pub struct WaitFor<F, T> {
+    wait: Timed<For<F, T>, T>,
+}
+
+impl<F: FnMut() -> Option<T>, T> WaitFor<F, T> {
+    pub(crate) fn new(shared: Arc<Shared>, check: F) -> Self
+    where
+        F: Send + 'static,
+        T: Send + 'static,
+    {
+        WaitFor {
+            wait: Timed::with_strategy(shared, For(check, PhantomData)),
+        }
+    }
+
+    pub(crate) fn local(shared: Arc<Shared>, check: F) -> Self {
+        WaitFor {
+            wait: Timed::broadcast(shared, For(check, PhantomData)),
+        }
+    }
+
+    /// Gives up with [`Error::TimedOut`] after `timeout`, counted from this call.
+    ///
+    /// The check runs first on the first poll, so a value that is already there wins over a zero
+    /// timeout. `Duration::MAX` (or anything past the clock's range) never times out.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::{Error, Pump};
+    /// use std::time::Duration;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let pump = Pump::new(|| {});
+    /// pump.spawn();
+    /// let outcome = pump.wait_for(|| None::<u8>).timeout(Duration::from_millis(20)).await;
+    /// assert_eq!(outcome, Err(Error::TimedOut));
+    /// # Ok::<(), Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.wait.set_timeout(timeout);
+        self
+    }
+
+    /// Gives up with [`Error::TimedOut`] at `deadline`.
+    pub fn deadline(mut self, deadline: Instant) -> Self {
+        self.wait.set_deadline(Some(deadline));
+        self
+    }
+}
+
+impl<F: FnMut() -> Option<T>, T> Future for WaitFor<F, T> {
+    type Output = Result<T, Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.wait.poll_wait(cx)
+    }
+}
+
+impl<F, T> fmt::Debug for WaitFor<F, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WaitFor").finish_non_exhaustive()
+    }
+}
