@@ -40,6 +40,9 @@ pub enum Error {
     /// Called from inside the pump (from `run_once` or from a wait's check) on the same thread,
     /// where waiting for the loop could only deadlock.
     Reentrant,
+    /// [`Pump::wait_key`](crate::Pump::wait_key) on a key that another wait is already waiting
+    /// for: a completed value goes to one wait only.
+    KeyInUse,
     /// The builder was given a setting it cannot use; the text says which.
     InvalidConfig(&'static str),
     /// The requested backend is not compiled in, or has no runtime here (tokio outside a runtime).
@@ -60,6 +63,7 @@ impl fmt::Display for Error {
             Error::Reentrant => f.write_str(
                 "called from inside the pump's run_once or a wait's check, where it would deadlock",
             ),
+            Error::KeyInUse => f.write_str("another wait is already waiting for this key"),
             Error::InvalidConfig(why) => write!(f, "invalid pump configuration: {why}"),
             Error::BackendUnavailable(backend) => {
                 write!(f, "backend {backend:?} is not available here")
@@ -78,6 +82,7 @@ impl From<Error> for io::Error {
             Error::Closed => io::ErrorKind::BrokenPipe,
             Error::NotRunning => io::ErrorKind::NotConnected,
             Error::Reentrant => io::ErrorKind::ResourceBusy,
+            Error::KeyInUse => io::ErrorKind::AlreadyExists,
             Error::InvalidConfig(_) => io::ErrorKind::InvalidInput,
             Error::BackendUnavailable(_) => io::ErrorKind::Unsupported,
             Error::ThreadSpawn(kind) => kind,

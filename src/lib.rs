@@ -61,6 +61,7 @@
 
 mod backend;
 mod builder;
+mod completions;
 mod error;
 mod pump;
 mod reentry;
@@ -74,6 +75,7 @@ mod wait;
 
 pub use backend::Backend;
 pub use builder::Builder;
+pub use completions::{Completions, WaitKey};
 pub use error::Error;
 pub use pump::Pump;
 pub use run::Run;
@@ -95,6 +97,9 @@ fn __test_send_and_sync() {
     _assert_send::<WaitUntil<fn() -> bool>>();
     _assert_send::<WaitFor<fn() -> Option<u8>, u8>>();
     _assert_static::<WaitUntil<fn() -> bool>>();
+    _assert_send::<WaitKey<u32, u8>>();
+    _assert_send::<Completions<u32, u8>>();
+    _assert_sync::<Completions<u32, u8>>();
     _assert_send::<Error>();
     _assert_sync::<Error>();
 }

@@ -1,13 +1,14 @@
 //! [`Pump`]: the handle users share between tasks.
 
 use std::fmt;
+use std::hash::Hash;
 use std::sync::Arc;
 
 use crate::backend;
 use crate::shared::Shared;
 #[cfg(doc)]
 use crate::Strategy;
-use crate::{Backend, Builder, Error, Run, Stats, Turn, WaitFor, WaitUntil};
+use crate::{Backend, Builder, Completions, Error, Run, Stats, Turn, WaitFor, WaitKey, WaitUntil};
 
 /// A shared driver for a C library's non-reentrant event loop.
 ///
@@ -350,6 +351,42 @@ impl Pump {
         F: FnMut() -> Option<T>,
     {
         WaitFor::local(self.shared().clone(), check)
+    }
+
+    /// Waits until `run_once` completes `key` in `table`, and yields the value it completed it with.
+    ///
+    /// The completion-driven wait: no check runs per round; [`Completions::complete`] wakes this
+    /// wait directly. A value completed before the wait started is taken at once.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::KeyInUse`] if another wait is waiting for `key`; otherwise as for
+    /// [`wait_until`](Pump::wait_until).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::{Completions, Pump};
+    /// use std::time::Duration;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let table = Completions::new();
+    /// let reporter = table.clone();
+    /// let pump = Pump::new(move || {
+    ///     reporter.complete(42_u64, "transfer done");
+    /// });
+    /// pump.spawn();
+    /// let outcome = pump.wait_key(&table, 42).timeout(Duration::from_secs(2)).await?;
+    /// assert_eq!(outcome, "transfer done");
+    /// # Ok::<(), ffi_pump::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn wait_key<K, V>(&self, table: &Completions<K, V>, key: K) -> WaitKey<K, V>
+    where
+        K: Eq + Hash + Clone + Send + 'static,
+        V: Send + 'static,
+    {
+        WaitKey::new(self.shared().clone(), table, key)
     }
 
     /// Asks for a run as soon as possible, without waiting for it; never blocks.

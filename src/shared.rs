@@ -2,7 +2,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, Weak};
 use std::time::Duration;
 
 use async_lock::{Mutex, MutexGuardArc};
@@ -28,6 +28,11 @@ pub(crate) struct Config {
     pub(crate) strategy: Strategy,
 }
 
+/// Something to tell when the pump closes.
+pub(crate) trait CloseHook: Send + Sync {
+    fn closed(&self);
+}
+
 pub(crate) struct Shared {
     pub(crate) config: Config,
     /// Held while `run_once` or a wait's check talks to the C library.
@@ -40,6 +45,8 @@ pub(crate) struct Shared {
     pub(crate) registry: Registry,
     /// Wakes the driver: a kick, a first waiter after idle, or close.
     pub(crate) wake: Event,
+    /// Told when the pump closes: the completion tables, whose waits it ends.
+    close_hooks: std::sync::Mutex<Vec<Weak<dyn CloseHook>>>,
     round: AtomicU64,
     running: AtomicBool,
     closed: AtomicBool,
@@ -60,6 +67,7 @@ impl Shared {
             ran: Event::new(),
             registry: Registry::default(),
             wake: Event::new(),
+            close_hooks: std::sync::Mutex::new(Vec::new()),
             round: AtomicU64::new(0),
             running: AtomicBool::new(false),
             closed: AtomicBool::new(false),
@@ -105,10 +113,35 @@ impl Shared {
             if !reentry::is_inside(self.id()) {
                 self.abandon_registered();
             }
+            let hooks = std::mem::take(&mut *self.hooks());
+            for hook in hooks.iter().filter_map(Weak::upgrade) {
+                hook.closed();
+            }
             self.ran.notify(usize::MAX);
             self.wake.notify(usize::MAX);
         }
         first
+    }
+
+    fn hooks(&self) -> std::sync::MutexGuard<'_, Vec<Weak<dyn CloseHook>>> {
+        // Only pushes and takes happen under this lock.
+        self.close_hooks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Tells `hook` when the pump closes (at once if it is closed already).
+    pub(crate) fn on_close(&self, hook: Weak<dyn CloseHook>) {
+        let mut hooks = self.hooks();
+        if !self.is_closed() {
+            hooks.retain(|hook| hook.strong_count() > 0);
+            hooks.push(hook);
+            return;
+        }
+        drop(hooks);
+        if let Some(hook) = hook.upgrade() {
+            hook.closed();
+        }
     }
 
     /// Ends every pump-evaluated wait of a closed pump.

@@ -1,0 +1,134 @@
+//! Completion-driven waits: `run_once` reports finished keys into a `Completions` table.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{assert_clean, fixture_spread};
+use fake_loop::FakeLoop;
+use ffi_pump::{Completions, Error, Pump};
+
+/// A pump whose `run_once` runs the fixture and completes every id it made ready with the
+/// moment C marked it ready.
+fn reporting_pump(rt: common::Rt, fx: &Arc<FakeLoop>, table: &Completions<u32, u64>) -> Pump {
+    let (fx, table) = (fx.clone(), table.clone());
+    let mut finished = Vec::new();
+    rt.pump_with(Pump::builder(), move || {
+        fx.run_once().expect("not re-entered");
+        fx.take_ready(&mut finished);
+        for id in finished.drain(..) {
+            table.complete(id, fx.ready_at_ns(id).expect("reported ids are ready"));
+        }
+    })
+}
+
+on_every_backend! {
+    fn keyed_waits_get_their_own_values(rt: Rt) {
+        const WAITERS: u32 = 5_000;
+        let fx = fixture_spread(WAITERS, Duration::from_millis(200));
+        let table = Completions::new();
+        rt.block_on(async {
+            let pump = reporting_pump(rt, &fx, &table);
+            let tasks: Vec<_> = (0..WAITERS)
+                .map(|id| {
+                    let (pump, table) = (pump.clone(), table.clone());
+                    rt.spawn(async move {
+                        pump.wait_key(&table, id).timeout(Duration::from_secs(60)).await
+                    })
+                })
+                .collect();
+            for (id, task) in (0..WAITERS).zip(tasks) {
+                let ready_at = task.await.expect("keyed wait completes");
+                assert_eq!(Some(ready_at), fx.ready_at_ns(id), "id {id} got another id's value");
+            }
+            assert_eq!(table.unclaimed(), 0);
+            assert_eq!(pump.stats().pending_waits, 0);
+            assert_clean(&fx);
+        });
+    }
+
+    fn a_value_completed_before_the_wait_is_kept_for_it(rt: Rt) {
+        let fx = Arc::new(FakeLoop::new(1));
+        let table = Completions::new();
+        rt.block_on(async {
+            let pump = reporting_pump(rt, &fx, &table);
+            fx.arm_in(0, Duration::ZERO);
+            pump.turn().await.expect("turn");
+            assert_eq!(table.unclaimed(), 1, "the run completed id 0");
+            let value = pump.wait_key(&table, 0).timeout(Duration::ZERO).await;
+            assert_eq!(value.ok(), fx.ready_at_ns(0));
+        });
+    }
+
+    fn a_second_wait_on_a_key_is_refused(rt: Rt) {
+        let fx = Arc::new(FakeLoop::new(1));
+        let table = Completions::new();
+        rt.block_on(async {
+            let pump = reporting_pump(rt, &fx, &table);
+            let first = rt.spawn({
+                let (pump, table) = (pump.clone(), table.clone());
+                async move { pump.wait_key(&table, 0).timeout(Duration::from_secs(10)).await }
+            });
+            let probe = pump.clone();
+            pump.wait_until(move || probe.stats().pending_waits >= 2)
+                .timeout(Duration::from_secs(10))
+                .await
+                .expect("the first wait is pending");
+            assert_eq!(pump.wait_key(&table, 0).await, Err(Error::KeyInUse));
+            fx.arm_in(0, Duration::ZERO);
+            assert_eq!(first.await.ok(), fx.ready_at_ns(0), "the first wait keeps its key");
+        });
+    }
+
+    fn a_timed_out_key_wait_leaves_the_late_value_in_the_table(rt: Rt) {
+        let fx = Arc::new(FakeLoop::new(1));
+        let table = Completions::new();
+        rt.block_on(async {
+            let pump = reporting_pump(rt, &fx, &table);
+            let outcome = pump.wait_key(&table, 0).timeout(Duration::from_millis(30)).await;
+            assert_eq!(outcome, Err(Error::TimedOut));
+            assert_eq!(pump.stats().pending_waits, 0);
+            fx.arm_in(0, Duration::ZERO);
+            pump.turn().await.expect("turn");
+            assert_eq!(table.take(&0), fx.ready_at_ns(0), "the late value is kept, not lost");
+        });
+    }
+
+    fn close_ends_key_waits(rt: Rt) {
+        let fx = Arc::new(FakeLoop::new(1_000));
+        let table = Completions::new();
+        rt.block_on(async {
+            let pump = reporting_pump(rt, &fx, &table);
+            let tasks: Vec<_> = (0..1_000)
+                .map(|id| {
+                    let (pump, table) = (pump.clone(), table.clone());
+                    rt.spawn(async move { pump.wait_key(&table, id).await })
+                })
+                .collect();
+            let probe = pump.clone();
+            pump.wait_until(move || probe.stats().pending_waits > 1_000)
+                .timeout(Duration::from_secs(30))
+                .await
+                .expect("all key waits pending");
+            pump.close();
+            for task in tasks {
+                assert_eq!(task.await, Err(Error::Closed));
+            }
+            assert_eq!(pump.wait_key(&table, 0).await, Err(Error::Closed));
+        });
+    }
+
+    fn a_panic_in_run_once_ends_key_waits_with_panicked(rt: Rt) {
+        let table = Completions::<u32, ()>::new();
+        rt.block_on(async {
+            let mut calls = 0;
+            let pump = rt.pump_with(Pump::builder(), move || {
+                calls += 1;
+                assert!(calls < 3, "run_once panics on its 3rd call (expected by this test)");
+            });
+            let outcome = pump.wait_key(&table, 9).timeout(Duration::from_secs(10)).await;
+            assert_eq!(outcome, Err(Error::Panicked));
+        });
+    }
+}
