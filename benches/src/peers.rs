@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use async_executor::Executor;
 use fake_loop::{now_ns, FakeLoop};
-use ffi_pump::{Backend, Pump, Strategy};
+use ffi_pump::{Backend, Completions, Pump, Strategy};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
@@ -40,11 +40,14 @@ pub enum Approach {
     PumpTokioBroadcast,
     /// 5. ffi-pump, default configuration at 1 ms, on a 2-thread smol executor.
     PumpSmol,
+    /// 5. ffi-pump with completion-driven waits (`run_once` reports finished ids into a
+    ///    `Completions` table), on the same tokio runtime.
+    PumpCompletions,
 }
 
 impl Approach {
     /// Every approach, in table order.
-    pub const ALL: [Approach; 8] = [
+    pub const ALL: [Approach; 9] = [
         Approach::Naive,
         Approach::ThreadLocal,
         Approach::Atomic,
@@ -53,6 +56,7 @@ impl Approach {
         Approach::PumpTokio,
         Approach::PumpTokioBroadcast,
         Approach::PumpSmol,
+        Approach::PumpCompletions,
     ];
 
     /// The name used on the command line and in the output.
@@ -66,6 +70,7 @@ impl Approach {
             Approach::PumpTokio => "ffi-pump-tokio",
             Approach::PumpTokioBroadcast => "ffi-pump-tokio-broadcast",
             Approach::PumpSmol => "ffi-pump-smol",
+            Approach::PumpCompletions => "ffi-pump-completions",
         }
     }
 
@@ -86,7 +91,10 @@ impl Approach {
     pub fn is_pump(self) -> bool {
         matches!(
             self,
-            Approach::PumpTokio | Approach::PumpTokioBroadcast | Approach::PumpSmol
+            Approach::PumpTokio
+                | Approach::PumpTokioBroadcast
+                | Approach::PumpSmol
+                | Approach::PumpCompletions
         )
     }
 }
@@ -111,6 +119,7 @@ pub fn run(approach: Approach, workload: &Workload) -> Seen {
             pump_tokio(workload, approach.strategy())
         }
         Approach::PumpSmol => pump_smol(workload),
+        Approach::PumpCompletions => pump_completions(workload),
     }
 }
 
@@ -309,6 +318,44 @@ fn pump_tokio(workload: &Workload, strategy: Strategy) -> Seen {
     })
 }
 
+/// Peer 5, completion-driven: `run_once` completes the ids the fixture reports ready, and each
+/// waiter waits for its key.
+fn pump_completions(workload: &Workload) -> Seen {
+    let rt = tokio_runtime();
+    rt.block_on(async {
+        let table = Completions::<u32, ()>::new();
+        let (fx, reporter) = (workload.fx.clone(), table.clone());
+        let mut finished = Vec::new();
+        let pump = Pump::builder()
+            .interval(INTERVAL)
+            .build(move || {
+                let _ = fx.run_once();
+                fx.take_ready(&mut finished);
+                for id in finished.drain(..) {
+                    reporter.complete(id, ());
+                }
+            })
+            .expect("valid settings");
+        pump.spawn_on(Backend::Tokio).expect("inside the runtime");
+        let tasks: Vec<_> = (0..workload.n)
+            .map(|id| {
+                let (pump, table) = (pump.clone(), table.clone());
+                tokio::spawn(async move {
+                    pump.wait_key(&table, id).await.expect("key wait completes");
+                    now_ns()
+                })
+            })
+            .collect();
+        workload.arm();
+        let mut seen = Vec::with_capacity(tasks.len());
+        for task in tasks {
+            seen.push(task.await.expect("waiter task"));
+        }
+        pump.close();
+        seen
+    })
+}
+
 /// An `async-executor` (smol's executor) run by [`WORKERS`] threads until the returned sender
 /// is dropped.
 fn smol_executor() -> (Arc<Executor<'static>>, async_channel::Sender<()>) {
@@ -375,7 +422,7 @@ pub fn idle(approach: Approach, span: Duration) -> u64 {
                 ticker.abort();
             });
         }
-        Approach::PumpTokio | Approach::PumpTokioBroadcast => {
+        Approach::PumpTokio | Approach::PumpTokioBroadcast | Approach::PumpCompletions => {
             tokio_runtime().block_on(async {
                 let pump = pump_for(&fx, approach.strategy());
                 pump.spawn_on(Backend::Tokio).expect("inside the runtime");

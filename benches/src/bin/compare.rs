@@ -10,6 +10,8 @@
 //! `benches/compare.svg`. Each cell runs in a child process of its own (`compare --cell NAME N`),
 //! so peak RSS is per cell and a cell that cannot finish in 60 s is killed and reported as
 //! skipped. `--sizes 1,100` runs fewer sizes.
+mod memory;
+
 use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -20,6 +22,10 @@ use ffi_pump_bench::report::{self, Cell, Idle, Kick, Spread};
 use ffi_pump_bench::{usage, Workload, INTERVAL, LOOP_COST, SPREAD, WORKERS};
 
 const SIZES: [u32; 4] = [1, 100, 10_000, 100_000];
+/// Completion-driven waits also run at this size (the others are not built for it).
+const HUGE: u32 = 1_000_000;
+/// Waits measured by `--memory`.
+const MEMORY_WAITS: usize = 100_000;
 const CELL_LIMIT: Duration = Duration::from_secs(60);
 const IDLE_SPAN: Duration = Duration::from_secs(1);
 const KICKS: u32 = 500;
@@ -42,6 +48,7 @@ fn main() {
         }
         Some("--idle") => println!("{}", to_json(&idle(approach(1)))),
         Some("--kick") => println!("{}", to_json(&kick(approach(1)))),
+        Some("--memory") => println!("{}", to_json(&memory::measure(MEMORY_WAITS))),
         Some("--sizes") => {
             let sizes: Vec<u32> = args
                 .get(1)
@@ -184,7 +191,11 @@ fn matrix(sizes: &[u32]) {
     let mut json = Vec::new();
     for approach in Approach::ALL {
         let mut gave_up = false;
-        for &n in sizes {
+        let mut sizes = sizes.to_vec();
+        if approach == Approach::PumpCompletions && sizes.last().is_some_and(|&n| n >= 100_000) {
+            sizes.push(HUGE);
+        }
+        for &n in &sizes {
             if gave_up {
                 skipped.push((
                     approach.name().to_string(),
@@ -252,6 +263,27 @@ fn matrix(sizes: &[u32]) {
             }
             Err(why) => println!("| {} | failed: {why} | | |", approach.name()),
         }
+    }
+
+    eprintln!("memory");
+    match child::<memory::Bytes>(&["--memory".into()]) {
+        Ok(bytes) => {
+            println!(
+                "\n## Bytes per pending wait owned by ffi-pump ({MEMORY_WAITS} waits; counting \
+                 allocator + `size_of` of the future)\n\n| wait | future (size_of) | heap per wait | total |\n|---|---:|---:|---:|"
+            );
+            for row in &bytes.rows {
+                println!(
+                    "| {} | {} | {:.1} | {:.1} |",
+                    row.wait,
+                    row.future_bytes,
+                    row.heap_bytes_per_wait,
+                    row.future_bytes as f64 + row.heap_bytes_per_wait
+                );
+            }
+            json.push(to_json(&bytes));
+        }
+        Err(why) => println!("\nmemory: failed: {why}"),
     }
 
     let names: Vec<&str> = Approach::ALL.iter().map(|a| a.name()).collect();
