@@ -139,18 +139,20 @@ pub(crate) async fn drive<L: FnMut()>(shared: &Shared, mut local: Option<L>) {
             timer.set_interval(interval);
             continue;
         }
-        let ticked = async {
-            timer.next().await;
-            true
-        }
-        .or(async {
-            woken.await;
-            false
-        })
-        .await;
+        let tick_due = async { timer.next().await }
+            .or(async {
+                woken.await;
+                None
+            })
+            .await;
         // The last wait may have ended while the timer ran: an idle pump does not call the loop.
-        if ticked && !shared.is_idle() {
-            tick(shared, &mut local).await;
+        if let Some(due) = tick_due {
+            if !shared.is_idle() {
+                if due.elapsed() > interval {
+                    shared.count_late_tick();
+                }
+                tick(shared, &mut local).await;
+            }
         }
     }
 }

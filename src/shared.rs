@@ -55,6 +55,7 @@ pub(crate) struct Shared {
     pending: AtomicUsize,
     drivers: AtomicUsize,
     skipped_ticks: AtomicU64,
+    late_ticks: AtomicU64,
     kicks: AtomicU64,
 }
 
@@ -76,6 +77,7 @@ impl Shared {
             pending: AtomicUsize::new(0),
             drivers: AtomicUsize::new(0),
             skipped_ticks: AtomicU64::new(0),
+            late_ticks: AtomicU64::new(0),
             kicks: AtomicU64::new(0),
         })
     }
@@ -192,6 +194,10 @@ impl Shared {
         }
     }
 
+    pub(crate) fn count_late_tick(&self) {
+        self.late_ticks.fetch_add(1, SeqCst);
+    }
+
     pub(crate) fn has_driver(&self) -> bool {
         self.drivers.load(SeqCst) > 0
     }
@@ -201,6 +207,7 @@ impl Shared {
             rounds: self.round.load(SeqCst),
             pending_waits: self.pending.load(SeqCst),
             skipped_ticks: self.skipped_ticks.load(SeqCst),
+            late_ticks: self.late_ticks.load(SeqCst),
             kicks: self.kicks.load(SeqCst),
             panicked: self.panicked.load(SeqCst),
             closed: self.closed.load(SeqCst),

@@ -25,6 +25,9 @@ pub struct Stats {
     /// Timer ticks that found a [`Pump::turn`](crate::Pump::turn) running the loop and joined it
     /// instead of running it again.
     pub skipped_ticks: u64,
+    /// Timer ticks taken more than one interval after they were due: the pump could not keep
+    /// its cadence (the previous round, or waiters holding the loop lock, took longer).
+    pub late_ticks: u64,
     /// Calls to [`Pump::kick`](crate::Pump::kick) on an open pump.
     pub kicks: u64,
     /// Whether `run_once` has panicked (the pump is then also closed).

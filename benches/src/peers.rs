@@ -102,6 +102,23 @@ impl Approach {
 /// When each id was seen done by its future ([`now_ns`] clock), indexed by id.
 pub type Seen = Vec<u64>;
 
+/// Ticks the pump took more than one interval late (ffi-pump approaches only).
+static LATE_TICKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(u64::MAX);
+
+/// The pump's late ticks in the last ffi-pump run of this process, `None` for the peers.
+pub fn late_ticks() -> Option<u64> {
+    match LATE_TICKS.load(Ordering::SeqCst) {
+        u64::MAX => None,
+        late => Some(late),
+    }
+}
+
+/// Records a finished pump's late ticks and closes it.
+fn close_counting(pump: &Pump) {
+    LATE_TICKS.store(pump.stats().late_ticks, Ordering::SeqCst);
+    pump.close();
+}
+
 /// Runs `workload.n` concurrent waits with `approach`, arming the ids once they are spawned;
 /// returns when each saw its id done.
 pub fn run(approach: Approach, workload: &Workload) -> Seen {
@@ -313,7 +330,7 @@ fn pump_tokio(workload: &Workload, strategy: Strategy) -> Seen {
         for task in tasks {
             seen.push(task.await.expect("waiter task"));
         }
-        pump.close();
+        close_counting(&pump);
         seen
     })
 }
@@ -351,7 +368,7 @@ fn pump_completions(workload: &Workload) -> Seen {
         for task in tasks {
             seen.push(task.await.expect("waiter task"));
         }
-        pump.close();
+        close_counting(&pump);
         seen
     })
 }
@@ -393,7 +410,7 @@ fn pump_smol(workload: &Workload) -> Seen {
         }
         seen
     });
-    pump.close();
+    close_counting(&pump);
     seen
 }
 

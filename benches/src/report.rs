@@ -57,6 +57,8 @@ pub struct Cell {
     pub cpu_cores: f64,
     /// Peak RSS of the process that ran this cell, in KiB.
     pub peak_rss_kib: u64,
+    /// Timer ticks the pump took more than one interval late (ffi-pump only).
+    pub late_ticks: Option<u64>,
 }
 
 /// One approach with no waiter for a while.
@@ -87,18 +89,19 @@ pub struct Kick {
 pub fn scale_table(cells: &[Cell], skipped: &[(String, u32, String)]) -> String {
     let mut out = String::new();
     out.push_str(
-        "| approach | N | wall ms | loop calls | calls/ms | run∥run | check∥run | ready→seen p50 / p99 / max µs | deadline→seen p50 / p99 µs | CPU cores | peak RSS MiB |\n",
+        "| approach | N | wall ms | loop calls | calls/ms | late ticks | run∥run | check∥run | ready→seen p50 / p99 / max µs | deadline→seen p50 / p99 µs | CPU cores | peak RSS MiB |\n",
     );
-    out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for c in cells {
         let _ = writeln!(
             out,
-            "| {} | {} | {:.0} | {} | {:.2} | {} | {} | {:.0} / {:.0} / {:.0} | {:.0} / {:.0} | {:.2} | {:.1} |",
+            "| {} | {} | {:.0} | {} | {:.2} | {} | {} | {} | {:.0} / {:.0} / {:.0} | {:.0} / {:.0} | {:.2} | {:.1} |",
             c.approach,
             c.n,
             c.wall_ms,
             c.loop_calls,
             c.calls_per_ms,
+            c.late_ticks.map_or_else(|| "–".to_string(), |late| late.to_string()),
             c.run_overlaps,
             c.check_overlaps,
             c.ready_to_seen_us.p50,
@@ -111,7 +114,10 @@ pub fn scale_table(cells: &[Cell], skipped: &[(String, u32, String)]) -> String 
         );
     }
     for (approach, n, why) in skipped {
-        let _ = writeln!(out, "| {approach} | {n} | skipped: {why} | | | | | | | | |");
+        let _ = writeln!(
+            out,
+            "| {approach} | {n} | skipped: {why} | | | | | | | | | |"
+        );
     }
     out
 }

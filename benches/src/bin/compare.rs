@@ -105,6 +105,7 @@ fn cell(approach: Approach, n: u32) -> Cell {
         deadline_to_seen_us: Spread::of_ns(&mut deadline_to_seen),
         cpu_cores: (after.cpu - before.cpu).as_secs_f64() / wall.as_secs_f64(),
         peak_rss_kib: after.max_rss_kib,
+        late_ticks: peers::late_ticks(),
     }
 }
 
