@@ -92,6 +92,20 @@ impl Registry {
         Ok(())
     }
 
+    /// Moves the registered entries into the slab and returns it locked.
+    ///
+    /// The incoming lock is held until the entries are in the slab, so a concurrent
+    /// [`close`](Registry::close) finds them in one place or the other, never in transit.
+    fn admit(&self) -> MutexGuard<'_, Slab> {
+        let mut incoming = lock(&self.incoming);
+        let mut slab = lock(&self.slab);
+        for entry in incoming.entries.drain(..) {
+            slab.insert(entry);
+        }
+        drop(incoming);
+        slab
+    }
+
     /// Evaluates entries, starting where the last evaluation stopped, until all were seen or
     /// `budget` is spent. The wakers of the completed ones go to `woken`, the finished entries to
     /// `finished`, to be dropped by the caller once no lock is held.
@@ -101,11 +115,7 @@ impl Registry {
         woken: &mut Vec<Waker>,
         finished: &mut Vec<Entry>,
     ) {
-        let arrived = std::mem::take(&mut lock(&self.incoming).entries);
-        let mut slab = lock(&self.slab);
-        for entry in arrived {
-            slab.insert(entry);
-        }
+        let mut slab = self.admit();
         if slab.len == 0 {
             slab.shrink_if_empty();
             return;
@@ -135,11 +145,7 @@ impl Registry {
     /// Drops the entries of waits that gave up: for a pump going idle, which evaluates nothing
     /// until the next wait.
     pub(crate) fn sweep(&self) {
-        let arrived = std::mem::take(&mut lock(&self.incoming).entries);
-        let mut slab = lock(&self.slab);
-        for entry in arrived {
-            slab.insert(entry);
-        }
+        let mut slab = self.admit();
         let mut cancelled = Vec::new();
         for key in 0..slab.entries.len() {
             if slab.entries[key].as_ref().is_some_and(|e| e.is_cancelled()) {

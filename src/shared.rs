@@ -276,8 +276,9 @@ impl Shared {
         if reentry::is_inside(self.id()) {
             return Err(Error::Reentrant);
         }
-        self.status()?;
         let listener = self.ran.listen();
+        // After listening: a close from here on wakes the listener.
+        self.status()?;
         let seen = self.round();
         match self.loop_lock.try_lock_arc() {
             Some(guard) if guard.is_some() => {
@@ -304,11 +305,8 @@ impl Shared {
     async fn ran_since(&self, seen: u64, mut listener: EventListener) -> Result<(), Error> {
         loop {
             listener.await;
-            self.status()?;
-            if self.round() > seen {
-                return Ok(());
-            }
             listener = self.ran.listen();
+            self.status()?;
             if self.round() > seen {
                 return Ok(());
             }

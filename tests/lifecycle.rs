@@ -58,6 +58,38 @@ on_every_backend! {
         }
     }
 
+    fn close_racing_busy_waits_never_hangs(rt: Rt) {
+        // Regression: a broadcast wait that looked at the status before listening again missed
+        // a close in between and slept forever. Many waits re-checking every 100 µs, closed at a
+        // random moment, make that window likely.
+        for strategy in STRATEGIES {
+            rt.block_on(async {
+                for round in 0..20 {
+                    let fx = Arc::new(FakeLoop::new(1));
+                    fx.set_cost(Duration::ZERO);
+                    let builder = Pump::builder().strategy(strategy).interval(Duration::from_micros(100));
+                    let pump = rt.pump(builder, &fx);
+                    let tasks: Vec<_> = (0..500)
+                        .map(|_| {
+                            let (pump, fx) = (pump.clone(), fx.clone());
+                            rt.spawn(async move { pump.wait_until(move || fx.check(0)).await })
+                        })
+                        .collect();
+                    Timer::after(Duration::from_micros(fastrand::u64(0..20_000))).await;
+                    pump.close();
+                    for task in tasks {
+                        let outcome = futures_lite::FutureExt::or(async { Some(task.await) }, async {
+                            Timer::after(Duration::from_secs(5)).await;
+                            None
+                        })
+                        .await;
+                        assert_eq!(outcome, Some(Err(Error::Closed)), "{strategy:?}, round {round}");
+                    }
+                }
+            });
+        }
+    }
+
     fn dropping_every_handle_stops_the_pump(rt: Rt) {
         let fx = Arc::new(FakeLoop::new(1));
         let (alive, gone) = async_channel::bounded::<()>(1);

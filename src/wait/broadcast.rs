@@ -92,10 +92,11 @@ impl<C: Check> Broadcast<C> {
                     }
                 }
                 State::Check => {
+                    // Listen before looking at the status, or a close in between goes unheard.
+                    self.listener = Some(self.shared.ran.listen());
                     if let Err(err) = self.shared.status() {
                         return self.finish(Err(err));
                     }
-                    self.listener = Some(self.shared.ran.listen());
                     match self.shared.loop_lock.try_lock_arc() {
                         Some(guard) => {
                             if let Some(value) = self.check_locked(guard) {
@@ -124,18 +125,15 @@ impl<C: Check> Broadcast<C> {
                     if Pin::new(listener).poll(cx).is_pending() {
                         break;
                     }
+                    // Listen again before looking, so nothing that happens between the look and
+                    // the next await goes unheard.
+                    self.listener = Some(self.shared.ran.listen());
                     if let Err(err) = self.shared.status() {
                         return self.finish(Err(err));
                     }
+                    // Else woken by the run whose result the last check already saw: keep waiting.
                     if self.shared.round() > seen {
                         self.state = State::Check;
-                    } else {
-                        // Woken by the run whose result the last check already saw: wait for
-                        // the next one (listening first, then looking at the round again).
-                        self.listener = Some(self.shared.ran.listen());
-                        if self.shared.round() > seen {
-                            self.state = State::Check;
-                        }
                     }
                 }
                 State::Done => panic!("a wait future was polled after it completed"),

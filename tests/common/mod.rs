@@ -29,6 +29,9 @@ pub enum Rt {
 
 pub type Task<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
+/// How long a test body may run before it counts as hung.
+const WATCHDOG: Duration = Duration::from_secs(60);
+
 fn thread_executor() -> &'static Executor<'static> {
     static EXECUTOR: OnceLock<&'static Executor<'static>> = OnceLock::new();
     EXECUTOR.get_or_init(|| {
@@ -43,8 +46,12 @@ fn thread_executor() -> &'static Executor<'static> {
 }
 
 impl Rt {
-    /// Runs a test body to completion on this backend.
+    /// Runs a test body to completion on this backend; fails it if it hangs for a minute.
     pub fn block_on<T>(self, body: impl Future<Output = T>) -> T {
+        let body = futures_lite::FutureExt::or(body, async {
+            async_io::Timer::after(WATCHDOG).await;
+            panic!("the test body did not finish in {WATCHDOG:?}: something hangs");
+        });
         match self {
             Rt::Smol => smol::block_on(body),
             Rt::AsyncStd => async_std::task::block_on(body),
