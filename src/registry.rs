@@ -6,25 +6,25 @@
 //! marks its entry cancelled; the pump drops it when it next meets it, or when it goes idle. User
 //! code other than the checks (the drop of what a check captured) never runs under these locks.
 
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
 /// A registered check, as the pump sees it.
-pub(crate) trait Evaluate: Send {
+pub(crate) trait Evaluate: Send + Sync {
     /// Runs the check once, unless the wait gave up. `Some(waker)` when the entry is finished
     /// (completed, its check panicked, or cancelled): the pump removes it and wakes the waker.
-    fn evaluate(&mut self) -> Option<Option<Waker>>;
+    fn evaluate(&self) -> Option<Option<Waker>>;
 
     /// Whether the wait gave up on this entry.
     fn is_cancelled(&self) -> bool;
 
     /// The waker of a wait that will never complete, because the pump closed.
-    fn abandon(&mut self) -> Option<Waker>;
+    fn abandon(&self) -> Option<Waker>;
 }
 
-/// The registry's side of a wait: its check, owned here, and a handle on the wait's outcome.
-pub(crate) type Entry = Box<dyn Evaluate>;
+/// The registry's side of a wait, shared with the wait's future.
+pub(crate) type Entry = Arc<dyn Evaluate>;
 
 /// Entries evaluated between two looks at the clock.
 const CLOCK_STRIDE: usize = 64;
@@ -99,7 +99,8 @@ impl Registry {
     fn admit(&self) -> MutexGuard<'_, Slab> {
         let mut incoming = lock(&self.incoming);
         let mut slab = lock(&self.slab);
-        for entry in incoming.entries.drain(..) {
+        // Taken, not drained: a burst of registrations does not keep its memory.
+        for entry in std::mem::take(&mut incoming.entries) {
             slab.insert(entry);
         }
         drop(incoming);
@@ -131,7 +132,7 @@ impl Registry {
                 slab.cursor = key;
                 return;
             }
-            let Some(entry) = &mut slab.entries[key] else {
+            let Some(entry) = &slab.entries[key] else {
                 continue;
             };
             if let Some(waker) = entry.evaluate() {
@@ -168,7 +169,7 @@ impl Registry {
         arrived
             .into_iter()
             .chain(slab.entries.into_iter().flatten())
-            .filter_map(|mut entry| entry.abandon())
+            .filter_map(|entry| entry.abandon())
             .collect()
     }
 }

@@ -158,6 +158,42 @@ on_every_backend! {
         });
     }
 
+    fn a_dropped_wait_never_runs_its_check_again(rt: Rt) {
+        let fx = Arc::new(FakeLoop::new(1));
+        rt.block_on(async {
+            let pump = rt.pump(Pump::builder().strategy(Strategy::PumpEvaluated), &fx);
+            let gone = Arc::new(AtomicBool::new(false));
+            let ran_after_drop = Arc::new(AtomicBool::new(false));
+            let tasks: Vec<_> = (0..100)
+                .map(|_| {
+                    let (pump, gone, ran_after_drop) = (pump.clone(), gone.clone(), ran_after_drop.clone());
+                    rt.spawn(async move {
+                        pump.wait_until(move || {
+                            if gone.load(Ordering::SeqCst) {
+                                ran_after_drop.store(true, Ordering::SeqCst);
+                            }
+                            false
+                        })
+                        .timeout(Duration::from_millis(fastrand::u64(5..30)))
+                        .await
+                    })
+                })
+                .collect();
+            for task in tasks {
+                assert_eq!(task.await, Err(Error::TimedOut));
+            }
+            // Every wait has returned, so none of their checks may run from here on, even though
+            // the pump keeps running (for the wait below) and has not dropped the entries yet.
+            gone.store(true, Ordering::SeqCst);
+            let (probe, until) = (pump.clone(), pump.stats().rounds + 20);
+            pump.wait_until(move || probe.stats().rounds >= until)
+                .timeout(Duration::from_secs(10))
+                .await
+                .expect("the pump runs 20 more rounds");
+            assert!(!ran_after_drop.load(Ordering::SeqCst), "a check ran after its wait was dropped");
+        });
+    }
+
     fn local_waits_take_checks_that_cannot_move(rt: Rt) {
         let fx = Arc::new(FakeLoop::new(1));
         rt.block_on(async {

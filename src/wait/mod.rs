@@ -53,7 +53,7 @@ impl<F: FnMut() -> Option<T>, T> Check for For<F, T> {
 
 enum Protocol<C, T> {
     Broadcast(Broadcast<C>),
-    OnPump(OnPump<T>),
+    OnPump(OnPump<C, T>),
 }
 
 /// A wait with either protocol, and its optional deadline.

@@ -25,19 +25,27 @@ enum Outcome<T> {
     Taken,
 }
 
-/// Where the pump leaves a wait's outcome, shared by the wait and its registry entry.
-struct Slot<T> {
-    outcome: Mutex<Outcome<T>>,
+/// One pump-evaluated wait, shared by its future and its registry entry: one allocation, so the
+/// pump's pass over thousands of entries touches one place per entry.
+struct Node<C, T> {
+    /// Set by the wait when it gives up, under the check lock; read by the pump before every
+    /// check, under the same lock.
     cancelled: AtomicBool,
+    /// Called by the pump (or the wait's first poll) under the loop lock; the wait takes this
+    /// lock only to cancel.
+    check: Mutex<C>,
+    outcome: Mutex<Outcome<T>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Only plain moves happen under this lock: it cannot be left half-updated.
+    // A panicking check unwinds inside `catch_unwind` with the check lock held: its poison
+    // carries no meaning here (the wait has its outcome), and only plain moves happen under
+    // the outcome lock.
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-impl<T> Slot<T> {
-    /// Completes the slot; the waker to wake, if the wait had polled.
+impl<C, T> Node<C, T> {
+    /// Completes the wait; the waker to wake, if the wait had polled.
     fn complete(&self, outcome: Outcome<T>) -> Option<Waker> {
         match std::mem::replace(&mut *lock(&self.outcome), outcome) {
             Outcome::Waiting(waker) => waker,
@@ -46,36 +54,33 @@ impl<T> Slot<T> {
     }
 }
 
-/// The registry's side of a wait: the check, owned by the registry (only the pump calls it, and
-/// only under the loop lock), and the wait's slot.
-struct Registered<C, T> {
-    check: C,
-    slot: Arc<Slot<T>>,
-}
-
-impl<C, T> Evaluate for Registered<C, T>
+impl<C, T> Evaluate for Node<C, T>
 where
     C: Check<Output = T> + Send,
     T: Send,
 {
-    fn evaluate(&mut self) -> Option<Option<Waker>> {
+    fn evaluate(&self) -> Option<Option<Waker>> {
+        let mut check = lock(&self.check);
+        // Read under the check lock, which `cancel` takes too: once a wait has given up, its
+        // check never runs again (its C object may be gone).
         if self.is_cancelled() {
             return Some(None);
         }
-        let outcome = match catch_unwind(AssertUnwindSafe(|| self.check.check())) {
+        let outcome = match catch_unwind(AssertUnwindSafe(|| check.check())) {
             Ok(None) => return None,
             Ok(Some(value)) => Outcome::Ready(value),
             Err(panic) => Outcome::CheckPanicked(panic),
         };
-        Some(self.slot.complete(outcome))
+        drop(check);
+        Some(self.complete(outcome))
     }
 
     fn is_cancelled(&self) -> bool {
-        self.slot.cancelled.load(Ordering::Relaxed)
+        self.cancelled.load(Ordering::Relaxed)
     }
 
-    fn abandon(&mut self) -> Option<Waker> {
-        self.slot.complete(Outcome::Abandoned)
+    fn abandon(&self) -> Option<Waker> {
+        self.complete(Outcome::Abandoned)
     }
 }
 
@@ -87,37 +92,36 @@ enum Phase {
 }
 
 /// The wait's side of a pump-evaluated wait.
-pub(crate) struct OnPump<T> {
+pub(crate) struct OnPump<C, T> {
     shared: Arc<Shared>,
-    slot: Arc<Slot<T>>,
+    node: Arc<Node<C, T>>,
     phase: Phase,
 }
 
-impl<T: Send + 'static> OnPump<T> {
-    pub(crate) fn new<C>(shared: Arc<Shared>, check: C) -> Self
-    where
-        C: Check<Output = T> + Send + 'static,
-    {
-        let slot = Arc::new(Slot {
-            outcome: Mutex::new(Outcome::Waiting(None)),
+impl<C, T> OnPump<C, T>
+where
+    C: Check<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    pub(crate) fn new(shared: Arc<Shared>, check: C) -> Self {
+        let node = Arc::new(Node {
             cancelled: AtomicBool::new(false),
+            check: Mutex::new(check),
+            outcome: Mutex::new(Outcome::Waiting(None)),
         });
-        let entry = Box::new(Registered {
-            check,
-            slot: slot.clone(),
-        });
+        let entry: Entry = node.clone();
         OnPump {
             shared,
-            slot,
+            node,
             phase: Phase::New(entry),
         }
     }
 }
 
-impl<T> OnPump<T> {
+impl<C, T> OnPump<C, T> {
     /// First poll: the check runs at once if the loop lock is free (the fast path); if that fails
     /// or the lock is busy, the entry joins the registry for the pump to evaluate after each run.
-    fn register(&mut self, mut entry: Entry, waker: &Waker) -> Result<(), Error> {
+    fn register(&mut self, entry: Entry, waker: &Waker) -> Result<(), Error> {
         if reentry::is_inside(self.shared.id()) {
             return Err(Error::Reentrant);
         }
@@ -125,7 +129,7 @@ impl<T> OnPump<T> {
         if !self.shared.has_driver() {
             return Err(Error::NotRunning);
         }
-        *lock(&self.slot.outcome) = Outcome::Waiting(Some(waker.clone()));
+        *lock(&self.node.outcome) = Outcome::Waiting(Some(waker.clone()));
         // Held until the entry is registered, so no run slips between this check and the pump's
         // first evaluation of it.
         let guard = self.shared.loop_lock.try_lock_arc();
@@ -154,7 +158,7 @@ impl<T> OnPump<T> {
                 return Poll::Ready(Err(err));
             }
         }
-        let mut outcome = lock(&self.slot.outcome);
+        let mut outcome = lock(&self.node.outcome);
         match std::mem::replace(&mut *outcome, Outcome::Taken) {
             Outcome::Waiting(waker) => {
                 let waker = match waker {
@@ -191,14 +195,19 @@ impl<T> OnPump<T> {
         self.phase = Phase::Done;
     }
 
-    /// Gives up (timed out or dropped): the pump drops the entry when it next meets it.
+    /// Gives up (timed out or dropped): the check is never called again once this returns (a
+    /// run of it in progress on the pump finishes first); the pump drops the entry when it next
+    /// meets it.
     pub(crate) fn cancel(&mut self) {
-        self.slot.cancelled.store(true, Ordering::Relaxed);
+        if let Phase::Registered = self.phase {
+            let _no_check_running = lock(&self.node.check);
+            self.node.cancelled.store(true, Ordering::Relaxed);
+        }
         self.finish();
     }
 }
 
-impl<T> Drop for OnPump<T> {
+impl<C, T> Drop for OnPump<C, T> {
     fn drop(&mut self) {
         self.cancel();
     }
