@@ -5,6 +5,7 @@
 //! 200 ms) and the same 2 worker threads.
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 
+pub mod collect;
 pub mod peers;
 pub mod report;
 pub mod usage;

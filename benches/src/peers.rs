@@ -17,6 +17,7 @@ use ffi_pump::{Backend, Completions, Pump, Strategy};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
+use crate::collect::Collector;
 use crate::{tokio_runtime, Workload, INTERVAL, WORKERS};
 
 /// One way of awaiting "id is done".
@@ -148,21 +149,16 @@ where
 {
     let rt = tokio_runtime();
     rt.block_on(async {
-        let tasks: Vec<_> = (0..workload.n)
-            .map(|id| {
-                let wait = wait(id);
-                tokio::spawn(async move {
-                    wait.await;
-                    now_ns()
-                })
-            })
-            .collect();
-        workload.arm();
-        let mut seen = Vec::with_capacity(tasks.len());
-        for task in tasks {
-            seen.push(task.await.expect("waiter task"));
+        let seen = Collector::new(workload.n);
+        for id in 0..workload.n {
+            let (wait, seen) = (wait(id), seen.clone());
+            tokio::spawn(async move {
+                wait.await;
+                seen.record(id);
+            });
         }
-        seen
+        workload.arm();
+        seen.all().await
     })
 }
 
@@ -260,29 +256,25 @@ fn background(workload: &Workload, interval: Duration) -> Seen {
     rt.block_on(async {
         let notify = Arc::new(Notify::new());
         let ticker = tokio::spawn(background_loop(fx.clone(), notify.clone(), interval));
-        let tasks: Vec<_> = (0..workload.n)
-            .map(|id| {
-                let (fx, notify) = (fx.clone(), notify.clone());
-                tokio::spawn(async move {
-                    loop {
-                        let notified = notify.notified();
-                        tokio::pin!(notified);
-                        // Registered before the check, so a notification between the two is kept.
-                        notified.as_mut().enable();
-                        if fx.check(id) {
-                            break;
-                        }
-                        notified.await;
+        let seen = Collector::new(workload.n);
+        for id in 0..workload.n {
+            let (fx, notify, seen) = (fx.clone(), notify.clone(), seen.clone());
+            tokio::spawn(async move {
+                loop {
+                    let notified = notify.notified();
+                    tokio::pin!(notified);
+                    // Registered before the check, so a notification between the two is kept.
+                    notified.as_mut().enable();
+                    if fx.check(id) {
+                        break;
                     }
-                    now_ns()
-                })
-            })
-            .collect();
-        workload.arm();
-        let mut seen = Vec::with_capacity(tasks.len());
-        for task in tasks {
-            seen.push(task.await.expect("waiter task"));
+                    notified.await;
+                }
+                seen.record(id);
+            });
         }
+        workload.arm();
+        let seen = seen.all().await;
         ticker.abort();
         seen
     })
@@ -314,22 +306,18 @@ fn pump_tokio(workload: &Workload, strategy: Strategy) -> Seen {
     rt.block_on(async {
         let pump = pump_for(fx, strategy);
         pump.spawn_on(Backend::Tokio).expect("inside the runtime");
-        let tasks: Vec<_> = (0..workload.n)
-            .map(|id| {
-                let (pump, fx) = (pump.clone(), fx.clone());
-                tokio::spawn(async move {
-                    pump.wait_until(move || fx.check(id))
-                        .await
-                        .expect("wait completes");
-                    now_ns()
-                })
-            })
-            .collect();
-        workload.arm();
-        let mut seen = Vec::with_capacity(tasks.len());
-        for task in tasks {
-            seen.push(task.await.expect("waiter task"));
+        let seen = Collector::new(workload.n);
+        for id in 0..workload.n {
+            let (pump, fx, seen) = (pump.clone(), fx.clone(), seen.clone());
+            tokio::spawn(async move {
+                pump.wait_until(move || fx.check(id))
+                    .await
+                    .expect("wait completes");
+                seen.record(id);
+            });
         }
+        workload.arm();
+        let seen = seen.all().await;
         close_counting(&pump);
         seen
     })
@@ -354,20 +342,16 @@ fn pump_completions(workload: &Workload) -> Seen {
             })
             .expect("valid settings");
         pump.spawn_on(Backend::Tokio).expect("inside the runtime");
-        let tasks: Vec<_> = (0..workload.n)
-            .map(|id| {
-                let (pump, table) = (pump.clone(), table.clone());
-                tokio::spawn(async move {
-                    pump.wait_key(&table, id).await.expect("key wait completes");
-                    now_ns()
-                })
-            })
-            .collect();
-        workload.arm();
-        let mut seen = Vec::with_capacity(tasks.len());
-        for task in tasks {
-            seen.push(task.await.expect("waiter task"));
+        let seen = Collector::new(workload.n);
+        for id in 0..workload.n {
+            let (pump, table, seen) = (pump.clone(), table.clone(), seen.clone());
+            tokio::spawn(async move {
+                pump.wait_key(&table, id).await.expect("key wait completes");
+                seen.record(id);
+            });
         }
+        workload.arm();
+        let seen = seen.all().await;
         close_counting(&pump);
         seen
     })
@@ -391,25 +375,20 @@ fn pump_smol(workload: &Workload) -> Seen {
     let (executor, _stop) = smol_executor();
     let pump = pump_for(fx, Strategy::default());
     executor.spawn(pump.run()).detach();
-    let tasks: Vec<_> = (0..workload.n)
-        .map(|id| {
-            let (pump, fx) = (pump.clone(), fx.clone());
-            executor.spawn(async move {
+    let seen = Collector::new(workload.n);
+    for id in 0..workload.n {
+        let (pump, fx, seen) = (pump.clone(), fx.clone(), seen.clone());
+        executor
+            .spawn(async move {
                 pump.wait_until(move || fx.check(id))
                     .await
                     .expect("wait completes");
-                now_ns()
+                seen.record(id);
             })
-        })
-        .collect();
+            .detach();
+    }
     workload.arm();
-    let seen = async_io::block_on(async {
-        let mut seen = Vec::with_capacity(tasks.len());
-        for task in tasks {
-            seen.push(task.await);
-        }
-        seen
-    });
+    let seen = seen.all_blocking();
     close_counting(&pump);
     seen
 }
