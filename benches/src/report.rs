@@ -137,13 +137,15 @@ pub fn bytes_per_waiter(cells: &[Cell], approach: &str) -> Option<f64> {
 /// A plot panel: title, left edge, the value plotted, whether its axis is logarithmic.
 type Panel = (&'static str, f64, fn(&Cell) -> f64, bool);
 
-const COLORS: [&str; 7] = [
-    "#d62728", "#ff7f0e", "#bcbd22", "#9467bd", "#8c564b", "#1f77b4", "#2ca02c",
+/// One color per approach, in [`Approach::ALL`](crate::peers::Approach::ALL) order.
+const COLORS: [&str; 9] = [
+    "#d62728", "#ff7f0e", "#bcbd22", "#9467bd", "#8c564b", "#1f77b4", "#17becf", "#2ca02c",
+    "#e377c2",
 ];
 
 /// An SVG with two panels against N (log scale): e2e latency p99 (log scale) and CPU cores.
 pub fn plot_svg(cells: &[Cell], approaches: &[&str]) -> String {
-    let (width, height) = (1000.0, 420.0);
+    let (width, height) = (1000.0, 450.0);
     let mut svg = String::new();
     let _ = writeln!(
         svg,
@@ -252,14 +254,15 @@ pub fn plot_svg(cells: &[Cell], approaches: &[&str]) -> String {
         }
     }
     for (i, approach) in approaches.iter().enumerate() {
-        let lx = 20.0 + (i as f64) * 122.0;
+        let (row, column) = (i / 5, i % 5);
+        let lx = 40.0 + (column as f64) * 190.0;
+        let ly = height - 48.0 + (row as f64) * 20.0;
         let color = COLORS[i % COLORS.len()];
         let _ = writeln!(
             svg,
-            r#"<rect x="{lx}" y="{}" width="12" height="12" fill="{color}"/><text x="{}" y="{}">{approach}</text>"#,
-            height - 22.0,
+            r#"<rect x="{lx}" y="{}" width="12" height="12" fill="{color}"/><text x="{}" y="{ly}">{approach}</text>"#,
+            ly - 10.0,
             lx + 16.0,
-            height - 12.0
         );
     }
     svg.push_str("</svg>\n");

@@ -56,6 +56,10 @@ fn main() {
                 .unwrap_or_else(|| usage_exit());
             matrix(&sizes);
         }
+        Some("--targets") => {
+            let repeats = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(5);
+            targets(repeats);
+        }
         None => matrix(&SIZES),
         Some(_) => usage_exit(),
     }
@@ -64,7 +68,8 @@ fn main() {
 fn usage_exit() -> ! {
     let names: Vec<&str> = Approach::ALL.iter().map(|a| a.name()).collect();
     eprintln!(
-        "usage: compare [--sizes N,N,..] | --cell APPROACH N | --idle APPROACH | --kick APPROACH\n\
+        "usage: compare [--sizes N,N,..] | --targets [REPEATS] | --cell APPROACH N | --idle APPROACH \
+         | --kick APPROACH | --memory\n\
          approaches: {}",
         names.join(", ")
     );
@@ -297,4 +302,48 @@ fn matrix(sizes: &[u32]) {
         println!("{line}");
     }
     println!("```\n\nWhole run: {:.1} s", started.elapsed().as_secs_f64());
+}
+
+/// The scale targets, repeated: each repeat runs background-1ms and the ffi-pump rows side by side
+/// at N = 10 000 and 100 000, and prints ffi-pump's figures as ratios to the peer's.
+fn targets(repeats: u32) {
+    println!(
+        "| N | approach | repeat | runs/ms | late ticks | p99 µs (peer) | p99 ratio | CPU cores (peer) | CPU ratio |\n\
+         |---:|---|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    let ours = [
+        Approach::PumpTokio,
+        Approach::PumpSmol,
+        Approach::PumpCompletions,
+    ];
+    for n in [10_000_u32, 100_000] {
+        for repeat in 1..=repeats {
+            let run =
+                |a: Approach| child::<Cell>(&["--cell".into(), a.name().into(), n.to_string()]);
+            let peer = match run(Approach::Background1ms) {
+                Ok(peer) => peer,
+                Err(why) => {
+                    println!("| {n} | background-1ms | {repeat} | failed: {why} | | | | | |");
+                    continue;
+                }
+            };
+            for approach in ours {
+                match run(approach) {
+                    Ok(c) => println!(
+                        "| {n} | {} | {repeat} | {:.2} | {} | {:.0} ({:.0}) | {:.2} | {:.2} ({:.2}) | {:.2} |",
+                        c.approach,
+                        c.calls_per_ms,
+                        c.late_ticks.unwrap_or(0),
+                        c.ready_to_seen_us.p99,
+                        peer.ready_to_seen_us.p99,
+                        c.ready_to_seen_us.p99 / peer.ready_to_seen_us.p99,
+                        c.cpu_cores,
+                        peer.cpu_cores,
+                        c.cpu_cores / peer.cpu_cores,
+                    ),
+                    Err(why) => println!("| {n} | {} | {repeat} | failed: {why} | | | | | |", approach.name()),
+                }
+            }
+        }
+    }
 }
