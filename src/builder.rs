@@ -99,6 +99,14 @@ impl Builder {
     /// The pump calls it once per round, never from two threads at once and never from inside
     /// itself. Nothing runs until the pump is driven: [`Pump::spawn`] or [`Pump::run`].
     ///
+    /// # Blocking
+    ///
+    /// `run_once` runs on the executor thread that drives the pump (or that calls
+    /// [`Pump::turn`]), so it should return quickly, like `curl_multi_perform`. A loop call that
+    /// blocks (`libusb_handle_events_timeout` with a timeout, a vendor SDK that sleeps) belongs on
+    /// a thread of its own: build with [`build_on_thread`](Builder::build_on_thread), and the
+    /// executor stays free while the loop blocks.
+    ///
     /// # Errors
     ///
     /// [`Error::InvalidConfig`] for a zero interval.
