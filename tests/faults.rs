@@ -22,7 +22,9 @@ fn spawn_run(rt: Rt, pump: &Pump) -> Box<dyn FnOnce() + Send> {
         }
         Rt::AsyncStd => {
             let task = async_std::task::spawn(run);
-            Box::new(move || drop(future::block_on(task.cancel())))
+            Box::new(move || {
+                future::block_on(task.cancel());
+            })
         }
         Rt::Tokio => {
             let task = tokio::spawn(run);
