@@ -1,6 +1,14 @@
 //! [`Builder`]: the pump's settings.
 
-use std::time::Duration;
+use std::io;
+#[cfg(unix)]
+use std::os::fd::{AsFd, OwnedFd};
+#[cfg(unix)]
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[cfg(unix)]
+use async_io::Async;
 
 use crate::backend::thread;
 use crate::shared::{Config, Shared};
@@ -25,6 +33,9 @@ pub struct Builder {
     interval: Duration,
     idle_stop: bool,
     strategy: Strategy,
+    /// A duplicate of the descriptor given to `run_on_readable`, or why it could not be made.
+    #[cfg(unix)]
+    trigger: Option<Result<Arc<OwnedFd>, io::ErrorKind>>,
 }
 
 impl Default for Builder {
@@ -33,6 +44,8 @@ impl Default for Builder {
             interval: Builder::DEFAULT_INTERVAL,
             idle_stop: true,
             strategy: Strategy::default(),
+            #[cfg(unix)]
+            trigger: None,
         }
     }
 }
@@ -83,6 +96,57 @@ impl Builder {
         self
     }
 
+    /// Also turns the pump as soon as `fd` becomes readable, so the loop runs within microseconds
+    /// of the C library signalling work instead of at the next tick.
+    ///
+    /// For a library that exposes a descriptor to poll (libusb's pollfds, an eventfd it signals,
+    /// `dbus_watch_get_unix_fd`). The pump keeps a duplicate of `fd` and never reads it, nor
+    /// changes its flags; the C library keeps ownership of its own. Readiness is level-triggered:
+    /// while the descriptor stays readable after a run, the pump runs again, so `run_once` must
+    /// consume what made it readable. The interval timer keeps running as a fallback; make it
+    /// long (100 ms) or `Duration::MAX` to turn only on readiness, kicks and turns.
+    ///
+    /// If waiting for readiness fails, the pump stops: every wait ends with [`Error::Trigger`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::Pump;
+    /// use std::os::unix::net::UnixStream;
+    /// use std::time::Duration;
+    ///
+    /// // Stand-in for the C library's descriptor.
+    /// let (library_side, _signal) = UnixStream::pair()?;
+    /// let pump = Pump::builder()
+    ///     .interval(Duration::from_millis(100)) // only a fallback now
+    ///     .run_on_readable(&library_side)
+    ///     .build(|| { /* ffi::run_event_loop_once() */ })?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(unix)]
+    pub fn run_on_readable(mut self, fd: impl AsFd) -> Self {
+        let duplicate = fd
+            .as_fd()
+            .try_clone_to_owned()
+            .map(Arc::new)
+            .map_err(|e| e.kind());
+        self.trigger = Some(duplicate);
+        self
+    }
+
+    /// The readiness trigger for a new pump: its own duplicate, registered with async-io.
+    #[cfg(unix)]
+    fn trigger(&self) -> Result<Option<Async<OwnedFd>>, Error> {
+        let Some(duplicate) = &self.trigger else {
+            return Ok(None);
+        };
+        let fd = duplicate.clone().map_err(Error::Trigger)?;
+        let own = fd.try_clone().map_err(|e| Error::Trigger(e.kind()))?;
+        Async::new_nonblocking(own)
+            .map(Some)
+            .map_err(|e| Error::Trigger(e.kind()))
+    }
+
     fn config(&self) -> Result<Config, Error> {
         if self.interval.is_zero() {
             return Err(Error::InvalidConfig("interval must be longer than zero"));
@@ -91,6 +155,7 @@ impl Builder {
             interval: self.interval,
             idle_stop: self.idle_stop,
             strategy: self.strategy,
+            hinted: false,
         })
     }
 
@@ -124,7 +189,61 @@ impl Builder {
     where
         F: FnMut() + Send + 'static,
     {
-        let shared = Shared::new(self.config()?, Some(Box::new(run_once)));
+        let mut run_once = run_once;
+        let runner = move || {
+            run_once();
+            None
+        };
+        let shared = Shared::new(
+            self.config()?,
+            Some(Box::new(runner)),
+            #[cfg(unix)]
+            self.trigger()?,
+        );
+        Ok(Pump::from_shared(shared))
+    }
+
+    /// Builds a pump around a `run_once` that says when it next needs to run, like
+    /// `curl_multi_timeout`, `uv_backend_timeout` or the timeout of `g_main_context_query`.
+    ///
+    /// `run_once` returns the next moment the library has work (`None`: nothing is due). The pump
+    /// sleeps until then instead of ticking: while nothing is due it makes no runs at all, and
+    /// it still runs on [`Pump::kick`], [`Pump::turn`] and readiness
+    /// ([`run_on_readable`](Builder::run_on_readable)). The interval is not used for ticks.
+    ///
+    /// # Errors
+    ///
+    /// As for [`build`](Builder::build).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::Pump;
+    /// use std::time::{Duration, Instant};
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let due = Instant::now() + Duration::from_millis(20);
+    /// let pump = Pump::builder().build_with_deadline(move || {
+    ///     // ffi::run_event_loop_once(); then, e.g., curl_multi_timeout():
+    ///     (Instant::now() < due).then_some(due)
+    /// })?;
+    /// pump.spawn();
+    /// pump.wait_until(move || Instant::now() >= due).await?;
+    /// # Ok::<(), ffi_pump::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn build_with_deadline<F>(self, run_once: F) -> Result<Pump, Error>
+    where
+        F: FnMut() -> Option<Instant> + Send + 'static,
+    {
+        let mut config = self.config()?;
+        config.hinted = true;
+        let shared = Shared::new(
+            config,
+            Some(Box::new(run_once)),
+            #[cfg(unix)]
+            self.trigger()?,
+        );
         Ok(Pump::from_shared(shared))
     }
 
@@ -172,7 +291,12 @@ impl Builder {
         F: FnOnce() -> R + Send + 'static,
         R: FnMut() + 'static,
     {
-        let shared = Shared::new(self.config()?, None);
+        let shared = Shared::new(
+            self.config()?,
+            None,
+            #[cfg(unix)]
+            self.trigger()?,
+        );
         let pump = Pump::from_shared(shared.clone());
         thread::spawn_owner(shared, factory)?;
         Ok(pump)

@@ -49,6 +49,9 @@ pub enum Error {
     BackendUnavailable(Backend),
     /// The operating system refused to start the pump's thread.
     ThreadSpawn(io::ErrorKind),
+    /// The readiness trigger ([`Builder::run_on_readable`](crate::Builder::run_on_readable))
+    /// could not be set up, or waiting on it failed; the pump is stopped.
+    Trigger(io::ErrorKind),
 }
 
 impl fmt::Display for Error {
@@ -69,6 +72,7 @@ impl fmt::Display for Error {
                 write!(f, "backend {backend:?} is not available here")
             }
             Error::ThreadSpawn(kind) => write!(f, "could not start the pump thread: {kind}"),
+            Error::Trigger(kind) => write!(f, "the pump's readiness trigger failed: {kind}"),
         }
     }
 }
@@ -85,7 +89,7 @@ impl From<Error> for io::Error {
             Error::KeyInUse => io::ErrorKind::AlreadyExists,
             Error::InvalidConfig(_) => io::ErrorKind::InvalidInput,
             Error::BackendUnavailable(_) => io::ErrorKind::Unsupported,
-            Error::ThreadSpawn(kind) => kind,
+            Error::ThreadSpawn(kind) | Error::Trigger(kind) => kind,
             Error::Panicked => io::ErrorKind::Other,
         };
         io::Error::new(kind, err)

@@ -2,16 +2,19 @@
 
 use std::fmt;
 use std::future::Future;
+use std::io;
 use std::pin::Pin;
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Instant;
 
 use async_io::Timer;
 use async_lock::MutexGuardArc;
 use futures_lite::{FutureExt, StreamExt};
 
 use crate::shared::Shared;
+use crate::Error;
 
 /// The pump future: ticks the timer and runs the loop until the pump closes.
 ///
@@ -115,10 +118,41 @@ pub(crate) async fn take_slot(shared: &Shared) -> Option<MutexGuardArc<()>> {
     }
 }
 
-/// The active driver's loop: a turn per timer tick or kick, asleep while nobody waits.
+/// What woke the active driver.
+enum Wake {
+    /// The interval or deadline timer, due at this instant.
+    Tick(Instant),
+    /// The readiness trigger's descriptor is readable.
+    Ready,
+    /// A kick, a new wait, a close: look again.
+    Woken,
+    /// Waiting for readiness failed.
+    TriggerFailed(io::ErrorKind),
+}
+
+/// Readiness of the pump's trigger, if it has one; otherwise never.
+async fn readiness(shared: &Shared) -> Wake {
+    #[cfg(unix)]
+    if let Some(trigger) = &shared.trigger {
+        return match trigger.readable().await {
+            Ok(()) => Wake::Ready,
+            Err(err) => Wake::TriggerFailed(err.kind()),
+        };
+    }
+    let _ = shared;
+    std::future::pending().await
+}
+
+/// The active driver's loop: a turn per timer tick (or deadline), kick, or readiness; asleep
+/// while nobody waits.
 pub(crate) async fn drive<L: FnMut()>(shared: &Shared, mut local: Option<L>) {
     let interval = shared.config.interval;
-    let mut timer = Timer::interval(interval);
+    let hinted = shared.config.hinted;
+    let mut timer = if hinted {
+        Timer::never()
+    } else {
+        Timer::interval(interval)
+    };
     loop {
         if shared.is_closed() {
             return;
@@ -136,23 +170,40 @@ pub(crate) async fn drive<L: FnMut()>(shared: &Shared, mut local: Option<L>) {
             woken.await;
             // The first wait after idle gets its run one interval from now, not a burst of
             // ticks the timer missed while asleep.
-            timer.set_interval(interval);
+            if !hinted {
+                timer.set_interval(interval);
+            }
             continue;
         }
-        let tick_due = async { timer.next().await }
+        if hinted {
+            // Sleep exactly until the library says it has work; nothing due, no run.
+            match shared.next_deadline() {
+                Some(at) => timer.set_at(at),
+                None => timer = Timer::never(),
+            }
+        }
+        let wake = async { timer.next().await.map_or(Wake::Woken, Wake::Tick) }
             .or(async {
                 woken.await;
-                None
+                Wake::Woken
             })
+            .or(readiness(shared))
             .await;
-        // The last wait may have ended while the timer ran: an idle pump does not call the loop.
-        if let Some(due) = tick_due {
-            if !shared.is_idle() {
-                if due.elapsed() > interval {
+        match wake {
+            // The last wait may have ended while the timer ran: an idle pump does not call the
+            // loop.
+            Wake::Tick(due) if !shared.is_idle() => {
+                if !hinted && due.elapsed() > interval {
                     shared.count_late_tick();
                 }
                 tick(shared, &mut local).await;
             }
+            Wake::Ready => tick(shared, &mut local).await,
+            Wake::TriggerFailed(kind) => {
+                shared.fail(Error::Trigger(kind));
+                return;
+            }
+            Wake::Tick(_) | Wake::Woken => {}
         }
     }
 }

@@ -3,7 +3,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, PoisonError, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_lock::{Mutex, MutexGuardArc};
 use event_listener::{listener, Event, EventListener};
@@ -15,7 +15,7 @@ use crate::{Error, Stats, Strategy};
 /// The loop the pump calls. `None` when it lives on the pump's own thread
 /// ([`Builder::build_on_thread`](crate::Builder::build_on_thread)), which is the only place that may
 /// call it.
-pub(crate) type Runner = Option<Box<dyn FnMut() + Send>>;
+pub(crate) type Runner = Option<Box<dyn FnMut() -> Option<Instant> + Send>>;
 
 /// The lock whose guard is the exclusive right to call into the C library.
 pub(crate) type LoopLock = Arc<Mutex<Runner>>;
@@ -26,6 +26,8 @@ pub(crate) struct Config {
     pub(crate) interval: Duration,
     pub(crate) idle_stop: bool,
     pub(crate) strategy: Strategy,
+    /// `run_once` says when it next needs to run; the pump sleeps until then instead of ticking.
+    pub(crate) hinted: bool,
 }
 
 /// Something to tell when the pump closes.
@@ -45,6 +47,15 @@ pub(crate) struct Shared {
     pub(crate) registry: Registry,
     /// Wakes the driver: a kick, a first waiter after idle, or close.
     pub(crate) wake: Event,
+    /// When `run_once` last said it next needs to run (hinted pumps).
+    next_deadline: std::sync::Mutex<Option<Instant>>,
+    /// A descriptor whose readiness turns the pump ([`Builder::run_on_readable`]).
+    ///
+    /// [`Builder::run_on_readable`]: crate::Builder::run_on_readable
+    #[cfg(unix)]
+    pub(crate) trigger: Option<async_io::Async<std::os::fd::OwnedFd>>,
+    /// Why the pump stopped, when it was neither closed by a user nor poisoned by a panic.
+    failure: std::sync::Mutex<Option<Error>>,
     /// Told when the pump closes: the completion tables, whose waits it ends.
     close_hooks: std::sync::Mutex<Vec<Weak<dyn CloseHook>>>,
     round: AtomicU64,
@@ -60,7 +71,11 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub(crate) fn new(config: Config, runner: Runner) -> Arc<Shared> {
+    pub(crate) fn new(
+        config: Config,
+        runner: Runner,
+        #[cfg(unix)] trigger: Option<async_io::Async<std::os::fd::OwnedFd>>,
+    ) -> Arc<Shared> {
         Arc::new(Shared {
             config,
             loop_lock: Arc::new(Mutex::new(runner)),
@@ -68,6 +83,10 @@ impl Shared {
             ran: Event::new(),
             registry: Registry::default(),
             wake: Event::new(),
+            next_deadline: std::sync::Mutex::new(None),
+            #[cfg(unix)]
+            trigger,
+            failure: std::sync::Mutex::new(None),
             close_hooks: std::sync::Mutex::new(Vec::new()),
             round: AtomicU64::new(0),
             running: AtomicBool::new(false),
@@ -100,7 +119,7 @@ impl Shared {
         if self.panicked.load(SeqCst) {
             Err(Error::Panicked)
         } else if self.closed.load(SeqCst) {
-            Err(Error::Closed)
+            Err(self.failure().unwrap_or(Error::Closed))
         } else {
             Ok(())
         }
@@ -151,6 +170,27 @@ impl Shared {
         for waker in self.registry.close() {
             waker.wake();
         }
+    }
+
+    fn failure(&self) -> Option<Error> {
+        *self.failure.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Stops the pump for `why`: every wait ends with that error.
+    pub(crate) fn fail(&self, why: Error) {
+        self.failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_or_insert(why);
+        self.close();
+    }
+
+    /// When `run_once` last said it next needs to run.
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        *self
+            .next_deadline
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     pub(crate) fn poison(&self) {
@@ -226,16 +266,21 @@ impl Shared {
             let _inside = Inside::enter(self.id());
             self.running.store(true, SeqCst);
             let outcome = catch_unwind(AssertUnwindSafe(|| match local {
-                Some(run_once) => run_once(),
-                None => {
-                    if let Some(run_once) = guard.as_mut() {
-                        run_once();
-                    }
+                Some(run_once) => {
+                    run_once();
+                    None
                 }
+                None => guard.as_mut().and_then(|run_once| run_once()),
             }));
             self.round.fetch_add(1, SeqCst);
             self.running.store(false, SeqCst);
-            if outcome.is_ok() {
+            if let Ok(next) = outcome {
+                if self.config.hinted {
+                    *self
+                        .next_deadline
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner) = next;
+                }
                 let budget = self.config.interval / 2;
                 self.registry.evaluate(budget, &mut woken, &mut finished);
             }

@@ -1,0 +1,204 @@
+//! What turns the pump besides its interval: kicks, descriptor readiness, and deadline hints.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_io::Timer;
+use common::{assert_clean, calls_and_rounds, Rt};
+use fake_loop::{now_ns, FakeLoop};
+use ffi_pump::{Builder, Pump};
+
+/// Waits until `condition` holds, looking every millisecond, for at most 10 s.
+async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !condition() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "never happened: {what}"
+        );
+        Timer::after(Duration::from_millis(1)).await;
+    }
+}
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+/// The fixture's next deadline as an `Instant`.
+fn next_deadline(fx: &FakeLoop) -> Option<Instant> {
+    let at = fx.next_deadline_ns()?;
+    Some(Instant::now() + Duration::from_nanos(at.saturating_sub(now_ns())))
+}
+
+/// A pump on `rt` whose loop is iterated `run_once` and told when the fixture next has work.
+fn hinted_pump(rt: Rt, fx: &Arc<FakeLoop>) -> Pump {
+    let fx = fx.clone();
+    let pump = Builder::new()
+        .build_with_deadline(move || {
+            fx.run_once().expect("not re-entered");
+            next_deadline(&fx)
+        })
+        .expect("valid settings");
+    let backend = match rt {
+        Rt::Smol => ffi_pump::Backend::Smol,
+        Rt::AsyncStd => ffi_pump::Backend::AsyncStd,
+        Rt::Tokio => ffi_pump::Backend::Tokio,
+        Rt::Thread => ffi_pump::Backend::Thread,
+    };
+    pump.spawn_on(backend).expect("backend available");
+    pump
+}
+
+on_every_backend! {
+    fn a_kick_while_idle_runs_the_loop_once(rt: Rt) {
+        let fx = Arc::new(FakeLoop::new(1));
+        rt.block_on(async {
+            let pump = rt.pump(Pump::builder().interval(HOUR), &fx);
+            pump.kick();
+            let probe = fx.clone();
+            eventually("the kicked run", || probe.stats().calls == 1).await;
+            Timer::after(Duration::from_millis(20)).await;
+            assert_eq!(fx.stats().calls, 1, "an idle pump ran again without a kick");
+        });
+    }
+
+    fn a_kick_while_the_timer_sleeps_runs_at_once(rt: Rt) {
+        let fx = Arc::new(FakeLoop::new(1));
+        rt.block_on(async {
+            let pump = rt.pump(Pump::builder().interval(HOUR), &fx);
+            let waiting = rt.spawn({
+                let (pump, fx) = (pump.clone(), fx.clone());
+                async move { pump.wait_until(move || fx.check(0)).timeout(Duration::from_secs(10)).await }
+            });
+            let probe = pump.clone();
+            eventually("the wait is pending", || probe.stats().pending_waits == 1).await;
+            fx.arm_in(0, Duration::ZERO);
+            let kicked = Instant::now();
+            pump.kick();
+            assert_eq!(waiting.await, Ok(()));
+            assert!(kicked.elapsed() < Duration::from_secs(1), "the kick waited for the timer");
+        });
+    }
+
+    fn a_burst_of_kicks_during_a_run_causes_exactly_one_more_run(rt: Rt) {
+        let (started_tx, started) = async_channel::bounded::<()>(1);
+        let (release, released) = async_channel::bounded::<()>(1);
+        let first = Arc::new(AtomicBool::new(true));
+        rt.block_on(async {
+            let fx = Arc::new(FakeLoop::new(1));
+            let run_fx = fx.clone();
+            let pump = rt.pump_with(Pump::builder().interval(HOUR), move || {
+                if first.swap(false, Ordering::SeqCst) {
+                    // Hold the first run open until the test has kicked.
+                    started_tx.send_blocking(()).expect("test listening");
+                    released.recv_blocking().expect("test releases");
+                }
+                run_fx.run_once().expect("not re-entered");
+            });
+            pump.kick();
+            started.recv().await.expect("the first run started");
+            for _ in 0..3 {
+                pump.kick();
+            }
+            release.send(()).await.expect("release the run");
+            let probe = fx.clone();
+            eventually("the run after the kicks", || probe.stats().calls == 2).await;
+            Timer::after(Duration::from_millis(20)).await;
+            assert_eq!(fx.stats().calls, 2, "a burst of kicks made more than one extra run");
+            assert_eq!(pump.stats().rounds, 2);
+        });
+    }
+
+    fn readiness_turns_the_pump_long_before_its_timer(rt: Rt) {
+        const IDS: u32 = 200;
+        let fx = Arc::new(FakeLoop::new(IDS));
+        rt.block_on(async {
+            let fd = fx.ready_fd().expect("the fixture's ready descriptor");
+            let builder = Pump::builder().interval(Duration::from_secs(1)).run_on_readable(fd);
+            let started = Instant::now();
+            let pump = rt.pump(builder, &fx);
+            let deadlines: Vec<Duration> =
+                (0..IDS).map(|_| Duration::from_millis(fastrand::u64(5..100))).collect();
+            let tasks: Vec<_> = (0..IDS)
+                .map(|id| {
+                    let (pump, fx) = (pump.clone(), fx.clone());
+                    rt.spawn(async move { pump.wait_until(move || fx.check(id)).timeout(Duration::from_secs(10)).await })
+                })
+                .collect();
+            for (id, delay) in (0..).zip(&deadlines) {
+                fx.arm_in(id, *delay);
+            }
+            for task in tasks {
+                assert_eq!(task.await, Ok(()));
+            }
+            // With only the 1 s timer, the first id could not be seen before 1 s.
+            let elapsed = started.elapsed();
+            assert!(elapsed < Duration::from_millis(900), "readiness did not turn the pump: {elapsed:?}");
+            let (calls, rounds) = calls_and_rounds(&pump, &fx).await;
+            assert_eq!(calls, rounds);
+            assert_clean(&fx);
+        });
+    }
+}
+
+#[cfg(feature = "smol")]
+#[test]
+fn a_hinted_pump_makes_no_runs_while_nothing_is_due() {
+    let fx = Arc::new(FakeLoop::new(50));
+    smol::block_on(async {
+        let pump = hinted_pump(Rt::Smol, &fx);
+        let tasks: Vec<_> = (0..50)
+            .map(|id| {
+                let (pump, fx) = (pump.clone(), fx.clone());
+                smol::spawn(async move {
+                    pump.wait_until(move || fx.check(id))
+                        .timeout(Duration::from_secs(10))
+                        .await
+                })
+            })
+            .collect();
+        let probe = pump.clone();
+        eventually("the waits are pending", || {
+            probe.stats().pending_waits == 50
+        })
+        .await;
+        Timer::after(Duration::from_millis(200)).await;
+        assert_eq!(fx.stats().calls, 0, "runs while nothing was due");
+        // Submit work, and tell the pump: from now on it runs when the library says so.
+        for id in 0..50 {
+            fx.arm_in(id, Duration::from_millis(fastrand::u64(10..100)));
+        }
+        pump.kick();
+        for task in tasks {
+            assert_eq!(task.await, Ok(()));
+        }
+        let calls = fx.stats().calls;
+        // The kicked run and one per deadline at most (deadlines that share a run share it).
+        assert!((2..=51).contains(&calls), "{calls} runs for 50 deadlines");
+        assert_clean(&fx);
+    });
+}
+
+#[test]
+fn a_hinted_pump_runs_at_its_deadline_on_a_pump_thread() {
+    {
+        let rt = Rt::Thread;
+        let fx = Arc::new(FakeLoop::new(1));
+        rt.block_on(async {
+            let pump = hinted_pump(rt, &fx);
+            fx.arm_in(0, Duration::from_millis(30));
+            pump.kick();
+            let check = fx.clone();
+            pump.wait_until(move || check.check(0))
+                .timeout(Duration::from_secs(10))
+                .await
+                .expect("the deadline run");
+            assert!(
+                fx.stats().calls <= 3,
+                "{} runs for one deadline",
+                fx.stats().calls
+            );
+        });
+    }
+}
