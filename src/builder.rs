@@ -207,9 +207,11 @@ impl Builder {
     /// `curl_multi_timeout`, `uv_backend_timeout` or the timeout of `g_main_context_query`.
     ///
     /// `run_once` returns the next moment the library has work (`None`: nothing is due). The pump
-    /// sleeps until then instead of ticking: while nothing is due it makes no runs at all, and
-    /// it still runs on [`Pump::kick`], [`Pump::turn`] and readiness
-    /// ([`run_on_readable`](Builder::run_on_readable)). The interval is not used for ticks.
+    /// runs once as soon as a wait is pending, to hear it, then sleeps until that moment instead
+    /// of ticking: while nothing is due it makes no runs at all. It still runs on
+    /// [`Pump::kick`], [`Pump::turn`] and readiness ([`run_on_readable`](Builder::run_on_readable));
+    /// kick it after submitting work, so `run_once` can report the new deadline. The interval is
+    /// not used for ticks.
     ///
     /// # Errors
     ///

@@ -83,7 +83,8 @@ impl Shared {
             ran: Event::new(),
             registry: Registry::default(),
             wake: Event::new(),
-            next_deadline: std::sync::Mutex::new(None),
+            // A hinted pump has not heard from `run_once` yet: its first run is due at once.
+            next_deadline: std::sync::Mutex::new(config.hinted.then(Instant::now)),
             #[cfg(unix)]
             trigger,
             failure: std::sync::Mutex::new(None),
