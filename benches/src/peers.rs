@@ -44,11 +44,14 @@ pub enum Approach {
     /// 5. ffi-pump with completion-driven waits (`run_once` reports finished ids into a
     ///    `Completions` table), on the same tokio runtime.
     PumpCompletions,
+    /// 5. ffi-pump, completion-driven, turned by the fixture's ready descriptor (readiness), with
+    ///    the interval timer at 1 s as a mere fallback, on the same tokio runtime.
+    PumpReadiness,
 }
 
 impl Approach {
     /// Every approach, in table order.
-    pub const ALL: [Approach; 9] = [
+    pub const ALL: [Approach; 10] = [
         Approach::Naive,
         Approach::ThreadLocal,
         Approach::Atomic,
@@ -58,6 +61,7 @@ impl Approach {
         Approach::PumpTokioBroadcast,
         Approach::PumpSmol,
         Approach::PumpCompletions,
+        Approach::PumpReadiness,
     ];
 
     /// The name used on the command line and in the output.
@@ -72,6 +76,7 @@ impl Approach {
             Approach::PumpTokioBroadcast => "ffi-pump-tokio-broadcast",
             Approach::PumpSmol => "ffi-pump-smol",
             Approach::PumpCompletions => "ffi-pump-completions",
+            Approach::PumpReadiness => "ffi-pump-readiness",
         }
     }
 
@@ -96,6 +101,7 @@ impl Approach {
                 | Approach::PumpTokioBroadcast
                 | Approach::PumpSmol
                 | Approach::PumpCompletions
+                | Approach::PumpReadiness
         )
     }
 }
@@ -137,7 +143,8 @@ pub fn run(approach: Approach, workload: &Workload) -> Seen {
             pump_tokio(workload, approach.strategy())
         }
         Approach::PumpSmol => pump_smol(workload),
-        Approach::PumpCompletions => pump_completions(workload),
+        Approach::PumpCompletions => pump_completions(workload, None),
+        Approach::PumpReadiness => pump_completions(workload, Some(Duration::from_secs(1))),
     }
 }
 
@@ -324,15 +331,19 @@ fn pump_tokio(workload: &Workload, strategy: Strategy) -> Seen {
 }
 
 /// Peer 5, completion-driven: `run_once` completes the ids the fixture reports ready, and each
-/// waiter waits for its key.
-fn pump_completions(workload: &Workload) -> Seen {
+/// waiter waits for its key. With `readiness`, the pump turns when the fixture's ready
+/// descriptor is readable and its timer, at that interval, is only a fallback.
+fn pump_completions(workload: &Workload, readiness: Option<Duration>) -> Seen {
     let rt = tokio_runtime();
     rt.block_on(async {
         let table = Completions::<u32, ()>::new();
         let (fx, reporter) = (workload.fx.clone(), table.clone());
         let mut finished = Vec::new();
-        let pump = Pump::builder()
-            .interval(INTERVAL)
+        let mut builder = Pump::builder().interval(readiness.unwrap_or(INTERVAL));
+        if readiness.is_some() {
+            builder = builder.run_on_readable(fx.ready_fd().expect("the fixture's descriptor"));
+        }
+        let pump = builder
             .build(move || {
                 let _ = fx.run_once();
                 fx.take_ready(&mut finished);
@@ -418,7 +429,10 @@ pub fn idle(approach: Approach, span: Duration) -> u64 {
                 ticker.abort();
             });
         }
-        Approach::PumpTokio | Approach::PumpTokioBroadcast | Approach::PumpCompletions => {
+        Approach::PumpTokio
+        | Approach::PumpTokioBroadcast
+        | Approach::PumpCompletions
+        | Approach::PumpReadiness => {
             tokio_runtime().block_on(async {
                 let pump = pump_for(&fx, approach.strategy());
                 pump.spawn_on(Backend::Tokio).expect("inside the runtime");
