@@ -7,24 +7,12 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_io::Timer;
-use common::assert_clean;
+use common::{assert_clean, eventually};
 use fake_loop::FakeLoop;
 use ffi_pump::{Error, Pump, Strategy};
-
-/// Waits until `condition` holds, looking every millisecond, for at most 10 s.
-async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !condition() {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "never happened: {what}"
-        );
-        Timer::after(Duration::from_millis(1)).await;
-    }
-}
 
 on_every_backend! {
     fn checks_run_on_the_pump_thread_after_a_run(rt: Rt) {

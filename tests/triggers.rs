@@ -7,21 +7,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_io::Timer;
-use common::{assert_clean, calls_and_rounds, Rt};
+use common::{assert_clean, calls_and_rounds, eventually, Rt};
 use fake_loop::{now_ns, FakeLoop};
 use ffi_pump::{Builder, Pump};
-
-/// Waits until `condition` holds, looking every millisecond, for at most 10 s.
-async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !condition() {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "never happened: {what}"
-        );
-        Timer::after(Duration::from_millis(1)).await;
-    }
-}
 
 const HOUR: Duration = Duration::from_secs(3600);
 
@@ -40,13 +28,7 @@ fn hinted_pump(rt: Rt, fx: &Arc<FakeLoop>) -> Pump {
             next_deadline(&fx)
         })
         .expect("valid settings");
-    let backend = match rt {
-        Rt::Smol => ffi_pump::Backend::Smol,
-        Rt::AsyncStd => ffi_pump::Backend::AsyncStd,
-        Rt::Tokio => ffi_pump::Backend::Tokio,
-        Rt::Thread => ffi_pump::Backend::Thread,
-    };
-    pump.spawn_on(backend).expect("backend available");
+    pump.spawn_on(rt.backend()).expect("backend available");
     pump
 }
 

@@ -81,20 +81,25 @@ impl Rt {
         }
     }
 
-    /// A pump around `run_once`, driven the way this backend drives it. Call inside `block_on`.
-    pub fn pump_with(self, builder: Builder, run_once: impl FnMut() + Send + 'static) -> Pump {
-        let backend = match self {
+    /// The backend that spawns this runtime's pump (a pump thread for `Thread`).
+    pub fn backend(self) -> Backend {
+        match self {
             Rt::Smol => Backend::Smol,
             Rt::AsyncStd => Backend::AsyncStd,
             Rt::Tokio => Backend::Tokio,
-            Rt::Thread => {
-                return builder
-                    .build_on_thread(move || run_once)
-                    .expect("pump thread starts");
-            }
-        };
+            Rt::Thread => Backend::Thread,
+        }
+    }
+
+    /// A pump around `run_once`, driven the way this backend drives it. Call inside `block_on`.
+    pub fn pump_with(self, builder: Builder, run_once: impl FnMut() + Send + 'static) -> Pump {
+        if self == Rt::Thread {
+            return builder
+                .build_on_thread(move || run_once)
+                .expect("pump thread starts");
+        }
         let pump = builder.build(run_once).expect("valid pump settings");
-        pump.spawn_on(backend).expect("backend available");
+        pump.spawn_on(self.backend()).expect("backend available");
         pump
     }
 
@@ -141,6 +146,18 @@ macro_rules! on_every_backend {
             }
         }
     )*};
+}
+
+/// Waits until `condition` holds, looking every millisecond, for at most 10 s.
+pub async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
+    let started = std::time::Instant::now();
+    while !condition() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "never happened: {what}"
+        );
+        async_io::Timer::after(Duration::from_millis(1)).await;
+    }
 }
 
 /// A fixture with `n` ids, each armed to become ready at a random moment within `spread`.
