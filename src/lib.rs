@@ -42,9 +42,17 @@
 //!   [`async_io::Timer`]. Each tick `try_lock`s the loop: the holder calls `run_once()`, bumps
 //!   the round counter and broadcasts "loop ran" on an [`event_listener::Event`]. Whoever finds a
 //!   run in progress waits for its end instead of running the loop again.
-//! - A wait ([`Pump::wait_until`], [`Pump::wait_for`]) listens *before* it checks, so no run can
-//!   slip between its check and its sleep, and checks under the same lock, so a check never
-//!   overlaps a run.
+//! - A wait ([`Pump::wait_until`], [`Pump::wait_for`]) hands its check to the pump, which runs
+//!   every registered check right after each run, under the same lock, and wakes only the waits
+//!   whose check succeeded ([`Strategy::PumpEvaluated`], the default). With
+//!   [`Strategy::Broadcast`] each wait instead listens *before* it checks, so no run can slip
+//!   between its check and its sleep, and checks itself under the lock after every run. Either
+//!   way a check never overlaps a run.
+//! - Libraries that report what finished complete keys in a [`Completions`] table from
+//!   `run_once`; [`Pump::wait_key`] wakes on exactly its key, with no per-wait check at all.
+//! - Besides its timer, the pump turns on [`Pump::kick`], on readiness of the library's
+//!   descriptor ([`Builder::run_on_readable`], unix) and at the deadlines `run_once` reports
+//!   ([`Builder::build_with_deadline`]).
 //! - No wait pending: the timer stops. The first wait, or a [`Pump::kick`], restarts it.
 //! - [`Pump::close`], dropping the last [`Pump`], or dropping the driver ends every wait with
 //!   [`Error::Closed`]; a panic in `run_once` ends them with [`Error::Panicked`]. Nothing hangs.
