@@ -1,17 +1,13 @@
 //! [`Builder`]: the pump's settings.
 
-use std::io;
 #[cfg(unix)]
-use std::os::fd::{AsFd, OwnedFd};
-#[cfg(unix)]
-use std::sync::Arc;
+use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
-
-#[cfg(unix)]
-use async_io::Async;
 
 use crate::backend::thread;
 use crate::shared::{Config, Shared};
+#[cfg(unix)]
+use crate::trigger::{Trigger, TriggerFd};
 use crate::{Error, Pump, Strategy};
 
 /// Settings for a [`Pump`], from [`Pump::builder`].
@@ -33,9 +29,9 @@ pub struct Builder {
     interval: Duration,
     idle_stop: bool,
     strategy: Strategy,
-    /// A duplicate of the descriptor given to `run_on_readable`, or why it could not be made.
+    /// What `run_on_readable` was given.
     #[cfg(unix)]
-    trigger: Option<Result<Arc<OwnedFd>, io::ErrorKind>>,
+    trigger: Option<TriggerFd>,
 }
 
 impl Default for Builder {
@@ -106,7 +102,9 @@ impl Builder {
     /// consume what made it readable. The interval timer keeps running as a fallback; make it
     /// long (100 ms) or `Duration::MAX` to turn only on readiness, kicks and turns.
     ///
-    /// If waiting for readiness fails, the pump stops: every wait ends with [`Error::Trigger`].
+    /// If waiting for readiness fails, or the library closes its descriptor (noticed where
+    /// `/proc/self/fd` exists, at the next readiness), the pump stops: every wait ends with
+    /// [`Error::Trigger`] instead of the pump spinning on a duplicate left readable forever.
     ///
     /// # Examples
     ///
@@ -125,26 +123,14 @@ impl Builder {
     /// ```
     #[cfg(unix)]
     pub fn run_on_readable(mut self, fd: impl AsFd) -> Self {
-        let duplicate = fd
-            .as_fd()
-            .try_clone_to_owned()
-            .map(Arc::new)
-            .map_err(|e| e.kind());
-        self.trigger = Some(duplicate);
+        self.trigger = Some(TriggerFd::new(fd));
         self
     }
 
-    /// The readiness trigger for a new pump: its own duplicate, registered with async-io.
+    /// The readiness trigger for a new pump.
     #[cfg(unix)]
-    fn trigger(&self) -> Result<Option<Async<OwnedFd>>, Error> {
-        let Some(duplicate) = &self.trigger else {
-            return Ok(None);
-        };
-        let fd = duplicate.clone().map_err(Error::Trigger)?;
-        let own = fd.try_clone().map_err(|e| Error::Trigger(e.kind()))?;
-        Async::new_nonblocking(own)
-            .map(Some)
-            .map_err(|e| Error::Trigger(e.kind()))
+    fn trigger(&self) -> Result<Option<Trigger>, Error> {
+        self.trigger.as_ref().map(TriggerFd::register).transpose()
     }
 
     fn config(&self) -> Result<Config, Error> {

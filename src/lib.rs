@@ -78,6 +78,8 @@ mod run;
 mod shared;
 mod stats;
 mod strategy;
+#[cfg(unix)]
+mod trigger;
 mod turn;
 mod wait;
 

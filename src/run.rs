@@ -136,7 +136,7 @@ async fn readiness(shared: &Shared) -> Wake {
     if let Some(trigger) = &shared.trigger {
         return match trigger.readable().await {
             Ok(()) => Wake::Ready,
-            Err(err) => Wake::TriggerFailed(err.kind()),
+            Err(kind) => Wake::TriggerFailed(kind),
         };
     }
     let _ = shared;

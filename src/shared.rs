@@ -53,7 +53,7 @@ pub(crate) struct Shared {
     ///
     /// [`Builder::run_on_readable`]: crate::Builder::run_on_readable
     #[cfg(unix)]
-    pub(crate) trigger: Option<async_io::Async<std::os::fd::OwnedFd>>,
+    pub(crate) trigger: Option<crate::trigger::Trigger>,
     /// Why the pump stopped, when it was neither closed by a user nor poisoned by a panic.
     failure: std::sync::Mutex<Option<Error>>,
     /// Told when the pump closes: the completion tables, whose waits it ends.
@@ -74,7 +74,7 @@ impl Shared {
     pub(crate) fn new(
         config: Config,
         runner: Runner,
-        #[cfg(unix)] trigger: Option<async_io::Async<std::os::fd::OwnedFd>>,
+        #[cfg(unix)] trigger: Option<crate::trigger::Trigger>,
     ) -> Arc<Shared> {
         Arc::new(Shared {
             config,

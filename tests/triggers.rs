@@ -2,14 +2,15 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_io::Timer;
 use common::{assert_clean, calls_and_rounds, eventually, Rt};
 use fake_loop::{now_ns, FakeLoop};
-use ffi_pump::{Builder, Pump};
+use ffi_pump::{Builder, Error, Pump};
 
 const HOUR: Duration = Duration::from_secs(3600);
 
@@ -89,6 +90,35 @@ on_every_backend! {
             Timer::after(Duration::from_millis(20)).await;
             assert_eq!(fx.stats().calls, 2, "a burst of kicks made more than one extra run");
             assert_eq!(pump.stats().rounds, 2);
+        });
+    }
+
+    fn a_descriptor_closed_by_the_library_stops_the_pump_with_an_error(rt: Rt) {
+        // Stand-in for a library's descriptor: one end of a socket pair, the other its signal.
+        let (library_side, signal) = UnixStream::pair().expect("socket pair");
+        let runs = Arc::new(AtomicU64::new(0));
+        rt.block_on(async {
+            let builder = Pump::builder()
+                .interval(Duration::from_secs(1))
+                .run_on_readable(&library_side);
+            let counter = runs.clone();
+            let pump = rt.pump_with(builder, move || {
+                counter.fetch_add(1, Ordering::SeqCst);
+            });
+            let waiting = rt.spawn({
+                let pump = pump.clone();
+                async move { pump.wait_until(|| false).timeout(Duration::from_secs(10)).await }
+            });
+            let probe = pump.clone();
+            eventually("the wait is pending", || probe.stats().pending_waits == 1).await;
+            // The library closes its descriptor and its peer: the pump's duplicate is now at EOF,
+            // readable forever.
+            drop(library_side);
+            drop(signal);
+            let outcome = waiting.await;
+            assert!(matches!(outcome, Err(Error::Trigger(_))), "got {outcome:?}");
+            let runs = runs.load(Ordering::SeqCst);
+            assert!(runs < 50, "the pump spun on the closed descriptor: {runs} runs");
         });
     }
 

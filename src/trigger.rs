@@ -1,0 +1,103 @@
+//! The readiness trigger ([`Builder::run_on_readable`](crate::Builder::run_on_readable)): a
+//! duplicate of the C library's descriptor, watched with async-io, and a way to notice when the
+//! library closed its own.
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::sync::Arc;
+
+use async_io::Async;
+
+use crate::Error;
+
+/// The library's descriptor as given: its number and the file it referred to.
+///
+/// Our duplicate keeps the file open after the library closes its descriptor, so readiness alone
+/// cannot tell; where `/proc/self/fd` exists, the number is looked up again after each readiness.
+#[derive(Debug, Clone, Copy)]
+struct Origin {
+    fd: RawFd,
+    dev: u64,
+    ino: u64,
+}
+
+impl Origin {
+    fn of(fd: &impl AsFd, duplicate: &OwnedFd) -> Option<Origin> {
+        if !Path::new("/proc/self/fd").is_dir() {
+            return None;
+        }
+        let file = std::fs::File::from(duplicate.try_clone().ok()?);
+        let metadata = file.metadata().ok()?;
+        Some(Origin {
+            fd: fd.as_fd().as_raw_fd(),
+            dev: metadata.dev(),
+            ino: metadata.ino(),
+        })
+    }
+
+    /// Whether the library's descriptor number still refers to the same file.
+    fn is_open(&self) -> bool {
+        std::fs::metadata(format!("/proc/self/fd/{}", self.fd))
+            .is_ok_and(|m| m.dev() == self.dev && m.ino() == self.ino)
+    }
+}
+
+/// What [`Builder::run_on_readable`](crate::Builder::run_on_readable) keeps: a duplicate, or why
+/// there is none.
+#[derive(Debug, Clone)]
+pub(crate) struct TriggerFd {
+    duplicate: Result<Arc<OwnedFd>, io::ErrorKind>,
+    origin: Option<Origin>,
+}
+
+impl TriggerFd {
+    pub(crate) fn new(fd: impl AsFd) -> TriggerFd {
+        match fd.as_fd().try_clone_to_owned() {
+            Ok(duplicate) => TriggerFd {
+                origin: Origin::of(&fd, &duplicate),
+                duplicate: Ok(Arc::new(duplicate)),
+            },
+            Err(err) => TriggerFd {
+                duplicate: Err(err.kind()),
+                origin: None,
+            },
+        }
+    }
+
+    /// A trigger for one pump: its own duplicate, registered with async-io.
+    pub(crate) fn register(&self) -> Result<Trigger, Error> {
+        let duplicate = self
+            .duplicate
+            .as_ref()
+            .map_err(|&kind| Error::Trigger(kind))?;
+        let own = duplicate
+            .try_clone()
+            .map_err(|e| Error::Trigger(e.kind()))?;
+        let source = Async::new_nonblocking(own).map_err(|e| Error::Trigger(e.kind()))?;
+        Ok(Trigger {
+            source,
+            origin: self.origin,
+        })
+    }
+}
+
+/// A pump's readiness trigger.
+#[derive(Debug)]
+pub(crate) struct Trigger {
+    source: Async<OwnedFd>,
+    origin: Option<Origin>,
+}
+
+impl Trigger {
+    /// Waits until the descriptor is readable; an error if waiting failed or the library has
+    /// closed its descriptor (which would otherwise leave a duplicate readable forever, at EOF).
+    pub(crate) async fn readable(&self) -> Result<(), io::ErrorKind> {
+        self.source.readable().await.map_err(|e| e.kind())?;
+        match self.origin {
+            Some(origin) if !origin.is_open() => Err(io::ErrorKind::NotFound),
+            _ => Ok(()),
+        }
+    }
+}
