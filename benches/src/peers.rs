@@ -47,11 +47,14 @@ pub enum Approach {
     /// 5. ffi-pump, completion-driven, turned by the fixture's ready descriptor (readiness), with
     ///    the interval timer at 1 s as a mere fallback, on the same tokio runtime.
     PumpReadiness,
+    /// 5. ffi-pump, completion-driven, sleeping until the fixture's next deadline
+    ///    (`build_with_deadline`), kicked once the ids are armed, on the same tokio runtime.
+    PumpHinted,
 }
 
 impl Approach {
     /// Every approach, in table order.
-    pub const ALL: [Approach; 10] = [
+    pub const ALL: [Approach; 11] = [
         Approach::Naive,
         Approach::ThreadLocal,
         Approach::Atomic,
@@ -62,6 +65,7 @@ impl Approach {
         Approach::PumpSmol,
         Approach::PumpCompletions,
         Approach::PumpReadiness,
+        Approach::PumpHinted,
     ];
 
     /// The name used on the command line and in the output.
@@ -77,6 +81,7 @@ impl Approach {
             Approach::PumpSmol => "ffi-pump-smol",
             Approach::PumpCompletions => "ffi-pump-completions",
             Approach::PumpReadiness => "ffi-pump-readiness",
+            Approach::PumpHinted => "ffi-pump-hinted",
         }
     }
 
@@ -102,6 +107,7 @@ impl Approach {
                 | Approach::PumpSmol
                 | Approach::PumpCompletions
                 | Approach::PumpReadiness
+                | Approach::PumpHinted
         )
     }
 }
@@ -143,8 +149,9 @@ pub fn run(approach: Approach, workload: &Workload) -> Seen {
             pump_tokio(workload, approach.strategy())
         }
         Approach::PumpSmol => pump_smol(workload),
-        Approach::PumpCompletions => pump_completions(workload, None),
-        Approach::PumpReadiness => pump_completions(workload, Some(Duration::from_secs(1))),
+        Approach::PumpCompletions => pump_completions(workload, Turns::Interval),
+        Approach::PumpReadiness => pump_completions(workload, Turns::Readiness),
+        Approach::PumpHinted => pump_completions(workload, Turns::Deadlines),
     }
 }
 
@@ -330,28 +337,48 @@ fn pump_tokio(workload: &Workload, strategy: Strategy) -> Seen {
     })
 }
 
+/// What turns a completion-driven pump.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Turns {
+    /// The 1 ms interval.
+    Interval,
+    /// The fixture's ready descriptor; the timer, at 1 s, is only a fallback.
+    Readiness,
+    /// The fixture's next deadline, reported by `run_once`.
+    Deadlines,
+}
+
 /// Peer 5, completion-driven: `run_once` completes the ids the fixture reports ready, and each
-/// waiter waits for its key. With `readiness`, the pump turns when the fixture's ready
-/// descriptor is readable and its timer, at that interval, is only a fallback.
-fn pump_completions(workload: &Workload, readiness: Option<Duration>) -> Seen {
+/// waiter waits for its key.
+fn pump_completions(workload: &Workload, turns: Turns) -> Seen {
     let rt = tokio_runtime();
     rt.block_on(async {
         let table = Completions::<u32, ()>::new();
         let (fx, reporter) = (workload.fx.clone(), table.clone());
         let mut finished = Vec::new();
-        let mut builder = Pump::builder().interval(readiness.unwrap_or(INTERVAL));
-        if readiness.is_some() {
-            builder = builder.run_on_readable(fx.ready_fd().expect("the fixture's descriptor"));
+        let mut run_once = move || {
+            let _ = fx.run_once();
+            fx.take_ready(&mut finished);
+            for id in finished.drain(..) {
+                reporter.complete(id, ());
+            }
+            fx.next_deadline_ns()
+                .map(|at| Instant::now() + Duration::from_nanos(at.saturating_sub(now_ns())))
+        };
+        let builder = Pump::builder();
+        let pump = match turns {
+            Turns::Interval => builder.interval(INTERVAL).build(move || {
+                run_once();
+            }),
+            Turns::Readiness => builder
+                .interval(Duration::from_secs(1))
+                .run_on_readable(workload.fx.ready_fd().expect("the fixture's descriptor"))
+                .build(move || {
+                    run_once();
+                }),
+            Turns::Deadlines => builder.build_with_deadline(run_once),
         }
-        let pump = builder
-            .build(move || {
-                let _ = fx.run_once();
-                fx.take_ready(&mut finished);
-                for id in finished.drain(..) {
-                    reporter.complete(id, ());
-                }
-            })
-            .expect("valid settings");
+        .expect("valid settings");
         pump.spawn_on(Backend::Tokio).expect("inside the runtime");
         let seen = Collector::new(workload.n);
         for id in 0..workload.n {
@@ -362,6 +389,10 @@ fn pump_completions(workload: &Workload, readiness: Option<Duration>) -> Seen {
             });
         }
         workload.arm();
+        if turns == Turns::Deadlines {
+            // New work: the pump hears the new deadlines from the run this kick causes.
+            pump.kick();
+        }
         let seen = seen.all().await;
         close_counting(&pump);
         seen
@@ -432,7 +463,8 @@ pub fn idle(approach: Approach, span: Duration) -> u64 {
         Approach::PumpTokio
         | Approach::PumpTokioBroadcast
         | Approach::PumpCompletions
-        | Approach::PumpReadiness => {
+        | Approach::PumpReadiness
+        | Approach::PumpHinted => {
             tokio_runtime().block_on(async {
                 let pump = pump_for(&fx, approach.strategy());
                 pump.spawn_on(Backend::Tokio).expect("inside the runtime");
