@@ -5,14 +5,14 @@ use std::fmt;
 use std::future::Future;
 use std::hash::Hash;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use async_io::Timer;
 
-use crate::reentry;
 use crate::shared::{CloseHook, Shared};
+use crate::sync::lock;
 use crate::Error;
 
 enum Slot<V> {
@@ -35,7 +35,7 @@ struct Table<K, V> {
 impl<K, V> Table<K, V> {
     fn slots(&self) -> MutexGuard<'_, Slots<K, V>> {
         // No user code runs under this lock: wakers are woken, and values dropped, after it.
-        self.slots.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.slots)
     }
 }
 
@@ -334,13 +334,7 @@ where
 
     fn poll_key(&mut self, waker: &Waker) -> Poll<Result<V, Error>> {
         if self.phase == Phase::New {
-            if reentry::is_inside(self.shared.id()) {
-                return Poll::Ready(Err(Error::Reentrant));
-            }
-            self.shared.status()?;
-            if !self.shared.has_driver() {
-                return Poll::Ready(Err(Error::NotRunning));
-            }
+            self.shared.admit_wait()?;
             self.hear_close();
         }
         let mut slots = self.table.slots();

@@ -78,6 +78,7 @@ mod run;
 mod shared;
 mod stats;
 mod strategy;
+mod sync;
 #[cfg(unix)]
 mod trigger;
 mod turn;

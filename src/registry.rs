@@ -6,9 +6,11 @@
 //! marks its entry cancelled; the pump drops it when it next meets it, or when it goes idle. User
 //! code other than the checks (the drop of what a check captured) never runs under these locks.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Waker;
 use std::time::{Duration, Instant};
+
+use crate::sync::lock;
 
 /// A registered check, as the pump sees it.
 pub(crate) trait Evaluate: Send + Sync {
@@ -68,11 +70,6 @@ impl Slab {
             *self = Slab::default();
         }
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // No user code runs under these locks except checks, which run under catch_unwind.
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[derive(Default)]

@@ -2,7 +2,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
-use std::sync::{Arc, PoisonError, Weak};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use async_lock::{Mutex, MutexGuardArc};
@@ -10,6 +10,7 @@ use event_listener::{listener, Event, EventListener};
 
 use crate::reentry::{self, Inside};
 use crate::registry::Registry;
+use crate::sync::lock;
 use crate::{Error, Stats, Strategy};
 
 /// The loop the pump calls. `None` when it lives on the pump's own thread
@@ -147,9 +148,7 @@ impl Shared {
 
     fn hooks(&self) -> std::sync::MutexGuard<'_, Vec<Weak<dyn CloseHook>>> {
         // Only pushes and takes happen under this lock.
-        self.close_hooks
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        lock(&self.close_hooks)
     }
 
     /// Tells `hook` when the pump closes (at once if it is closed already).
@@ -174,24 +173,18 @@ impl Shared {
     }
 
     fn failure(&self) -> Option<Error> {
-        *self.failure.lock().unwrap_or_else(PoisonError::into_inner)
+        *lock(&self.failure)
     }
 
     /// Stops the pump for `why`: every wait ends with that error.
     pub(crate) fn fail(&self, why: Error) {
-        self.failure
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get_or_insert(why);
+        lock(&self.failure).get_or_insert(why);
         self.close();
     }
 
     /// When `run_once` last said it next needs to run.
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        *self
-            .next_deadline
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        *lock(&self.next_deadline)
     }
 
     pub(crate) fn poison(&self) {
@@ -243,6 +236,19 @@ impl Shared {
         self.drivers.load(SeqCst) > 0
     }
 
+    /// Whether a new wait may start: not from inside this pump on this thread (it would wait
+    /// for itself), not on a stopped pump, not on a pump nobody drives.
+    pub(crate) fn admit_wait(&self) -> Result<(), Error> {
+        if reentry::is_inside(self.id()) {
+            return Err(Error::Reentrant);
+        }
+        self.status()?;
+        if !self.has_driver() {
+            return Err(Error::NotRunning);
+        }
+        Ok(())
+    }
+
     pub(crate) fn stats(&self) -> Stats {
         Stats {
             rounds: self.round.load(SeqCst),
@@ -277,10 +283,7 @@ impl Shared {
             self.running.store(false, SeqCst);
             if let Ok(next) = outcome {
                 if self.config.hinted {
-                    *self
-                        .next_deadline
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner) = next;
+                    *lock(&self.next_deadline) = next;
                 }
                 let budget = self.config.interval / 2;
                 self.registry.evaluate(budget, &mut woken, &mut finished);

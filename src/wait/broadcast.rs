@@ -10,7 +10,7 @@ use async_lock::futures::LockArc;
 use event_listener::EventListener;
 
 use super::Check;
-use crate::reentry::{self, Inside};
+use crate::reentry::Inside;
 use crate::shared::{LoopGuard, Runner, Shared};
 use crate::Error;
 
@@ -52,13 +52,7 @@ impl<C: Check> Broadcast<C> {
 
     /// First poll: refuse what cannot work, then count the wait as pending.
     fn begin(&mut self) -> Result<(), Error> {
-        if reentry::is_inside(self.shared.id()) {
-            return Err(Error::Reentrant);
-        }
-        self.shared.status()?;
-        if !self.shared.has_driver() {
-            return Err(Error::NotRunning);
-        }
+        self.shared.admit_wait()?;
         self.shared.add_pending();
         self.state = State::Check;
         Ok(())

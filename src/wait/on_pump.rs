@@ -4,13 +4,14 @@
 use std::any::Any;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
 use super::Check;
-use crate::reentry::{self, Inside};
+use crate::reentry::Inside;
 use crate::registry::{Entry, Evaluate};
 use crate::shared::Shared;
+use crate::sync::lock;
 use crate::Error;
 
 enum Outcome<T> {
@@ -35,13 +36,6 @@ struct Node<C, T> {
     /// lock only to cancel.
     check: Mutex<C>,
     outcome: Mutex<Outcome<T>>,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panicking check unwinds inside `catch_unwind` with the check lock held: its poison
-    // carries no meaning here (the wait has its outcome), and only plain moves happen under
-    // the outcome lock.
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl<C, T> Node<C, T> {
@@ -122,13 +116,7 @@ impl<C, T> OnPump<C, T> {
     /// First poll: the check runs at once if the loop lock is free (the fast path); if that fails
     /// or the lock is busy, the entry joins the registry for the pump to evaluate after each run.
     fn register(&mut self, entry: Entry, waker: &Waker) -> Result<(), Error> {
-        if reentry::is_inside(self.shared.id()) {
-            return Err(Error::Reentrant);
-        }
-        self.shared.status()?;
-        if !self.shared.has_driver() {
-            return Err(Error::NotRunning);
-        }
+        self.shared.admit_wait()?;
         *lock(&self.node.outcome) = Outcome::Waiting(Some(waker.clone()));
         // Held until the entry is registered, so no run slips between this check and the pump's
         // first evaluation of it.
