@@ -5,14 +5,14 @@ use std::fmt;
 use std::future::Future;
 use std::hash::Hash;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use async_io::Timer;
+use crate::reactor::Timer;
 
 use crate::shared::{CloseHook, Shared};
-use crate::sync::lock;
+use crate::sync::{lock, Mutex, MutexGuard};
 use crate::Error;
 
 enum Slot<V> {

@@ -72,6 +72,7 @@ mod builder;
 mod completions;
 mod error;
 mod pump;
+mod reactor;
 mod reentry;
 mod registry;
 mod run;

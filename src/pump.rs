@@ -192,13 +192,16 @@ impl Pump {
         Run::new(self.shared().clone())
     }
 
-    /// Runs the loop once now, or, if a run is in progress, waits for it to finish.
+    /// Runs the loop once now, or joins a run that started after this call; returns once that
+    /// run has finished.
     ///
     /// Whoever gets the loop lock first runs the loop; everybody else who calls `turn` meanwhile
-    /// shares that run instead of running it again. A joined run may have started before this
-    /// call: after submitting work to the C side, use [`kick`](Pump::kick) and wait for the
-    /// result to be sure a run sees the work. On a pump built with
-    /// [`Builder::build_on_thread`], the pump thread runs the loop and this waits for that run.
+    /// shares that run instead of running it again. A run already in progress when `turn` is
+    /// called does not count (it may have passed the point where it would see work the caller
+    /// just submitted to the C side): `turn` waits for it to end and then runs, or joins, the
+    /// next. So after `turn().await` returns `Ok`, the loop has run at least once entirely after
+    /// the call. On a pump built with [`Builder::build_on_thread`], the pump thread runs the loop
+    /// and this waits for that run.
     ///
     /// # Errors
     ///

@@ -6,8 +6,15 @@
 
 use std::cell::Cell;
 
-thread_local! {
+#[cfg(not(loom))]
+std::thread_local! {
     static INSIDE: Cell<usize> = const { Cell::new(0) };
+}
+
+// Loom runs its threads on one OS thread, so "this thread" has to be loom's.
+#[cfg(loom)]
+loom::thread_local! {
+    static INSIDE: Cell<usize> = Cell::new(0);
 }
 
 /// Marks this thread as inside the pump identified by `id` until dropped.

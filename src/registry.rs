@@ -2,15 +2,17 @@
 //! each run, waking only the waits whose check succeeded.
 //!
 //! Waits register into a short `incoming` list, so registering never waits for an evaluation in
-//! progress; the pump moves them into its slab when it next evaluates. A wait that gives up only
-//! marks its entry cancelled; the pump drops it when it next meets it, or when it goes idle. User
-//! code other than the checks (the drop of what a check captured) never runs under these locks.
+//! progress; the next holder of the loop lock moves them into the slab and evaluates them (see
+//! [`Shared::settle`](crate::shared::Shared::settle)). A wait that gives up only marks its entry
+//! cancelled; the pump drops it when it next meets it, or when it goes idle. User code other than
+//! the checks (the drop of what a check captured) never runs under these locks.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::Arc;
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
-use crate::sync::lock;
+use crate::sync::{lock, AtomicBool, Mutex, MutexGuard};
 
 /// A registered check, as the pump sees it.
 pub(crate) trait Evaluate: Send + Sync {
@@ -47,11 +49,29 @@ struct Slab {
 }
 
 impl Slab {
-    fn insert(&mut self, entry: Entry) {
+    fn insert(&mut self, entry: Entry) -> usize {
         self.len += 1;
         match self.free.pop() {
-            Some(key) => self.entries[key] = Some(entry),
-            None => self.entries.push(Some(entry)),
+            Some(key) => {
+                self.entries[key] = Some(entry);
+                key
+            }
+            None => {
+                self.entries.push(Some(entry));
+                self.entries.len() - 1
+            }
+        }
+    }
+
+    /// Evaluates the entry under `key`, moving a finished one to `finished` and its waker to
+    /// `woken`.
+    fn evaluate(&mut self, key: usize, woken: &mut Vec<Waker>, finished: &mut Vec<Entry>) {
+        let Some(entry) = &self.entries[key] else {
+            return;
+        };
+        if let Some(waker) = entry.evaluate() {
+            finished.extend(self.remove(key));
+            woken.extend(waker);
         }
     }
 
@@ -75,33 +95,69 @@ impl Slab {
 #[derive(Default)]
 pub(crate) struct Registry {
     incoming: Mutex<Incoming>,
+    /// Whether `incoming` holds entries nobody has evaluated yet; changed under its lock.
+    arrived: AtomicBool,
     slab: Mutex<Slab>,
 }
 
 impl Registry {
-    /// Registers an entry in O(1); hands it back if the pump is closed.
+    /// Registers an entry not evaluated yet, in O(1); hands it back if the pump is closed.
+    ///
+    /// The caller then calls [`Shared::settle`](crate::shared::Shared::settle), so the entry is
+    /// evaluated without waiting for the next run.
     pub(crate) fn insert(&self, entry: Entry) -> Result<(), Entry> {
         let mut incoming = lock(&self.incoming);
         if incoming.closed {
             return Err(entry);
         }
         incoming.entries.push(entry);
+        self.arrived.store(true, SeqCst);
         Ok(())
     }
 
-    /// Moves the registered entries into the slab and returns it locked.
+    /// Registers an entry that was just evaluated under the loop lock, which the caller still
+    /// holds: nobody evaluates the slab meanwhile, so this does not wait.
+    pub(crate) fn insert_evaluated(&self, entry: Entry) -> Result<(), Entry> {
+        let incoming = lock(&self.incoming);
+        if incoming.closed {
+            return Err(entry);
+        }
+        lock(&self.slab).insert(entry);
+        Ok(())
+    }
+
+    /// Whether entries registered since the last evaluation wait for their first one.
+    pub(crate) fn has_arrivals(&self) -> bool {
+        self.arrived.load(SeqCst)
+    }
+
+    /// Moves the registered entries into the slab and returns it locked, with their keys added
+    /// to `keys` if given.
     ///
     /// The incoming lock is held until the entries are in the slab, so a concurrent
     /// [`close`](Registry::close) finds them in one place or the other, never in transit.
-    fn admit(&self) -> MutexGuard<'_, Slab> {
+    fn admit(&self, mut keys: Option<&mut Vec<usize>>) -> MutexGuard<'_, Slab> {
         let mut incoming = lock(&self.incoming);
         let mut slab = lock(&self.slab);
+        self.arrived.store(false, SeqCst);
         // Taken, not drained: a burst of registrations does not keep its memory.
         for entry in std::mem::take(&mut incoming.entries) {
-            slab.insert(entry);
+            let key = slab.insert(entry);
+            if let Some(keys) = keys.as_mut() {
+                keys.push(key);
+            }
         }
         drop(incoming);
         slab
+    }
+
+    /// Evaluates the entries registered since the last evaluation, only those.
+    pub(crate) fn evaluate_arrivals(&self, woken: &mut Vec<Waker>, finished: &mut Vec<Entry>) {
+        let mut keys = Vec::new();
+        let mut slab = self.admit(Some(&mut keys));
+        for key in keys {
+            slab.evaluate(key, woken, finished);
+        }
     }
 
     /// Evaluates entries, starting where the last evaluation stopped, until all were seen or
@@ -113,7 +169,7 @@ impl Registry {
         woken: &mut Vec<Waker>,
         finished: &mut Vec<Entry>,
     ) {
-        let mut slab = self.admit();
+        let mut slab = self.admit(None);
         if slab.len == 0 {
             slab.shrink_if_empty();
             return;
@@ -129,13 +185,7 @@ impl Registry {
                 slab.cursor = key;
                 return;
             }
-            let Some(entry) = &slab.entries[key] else {
-                continue;
-            };
-            if let Some(waker) = entry.evaluate() {
-                finished.extend(slab.remove(key));
-                woken.extend(waker);
-            }
+            slab.evaluate(key, woken, finished);
         }
         slab.cursor = start;
     }
@@ -143,7 +193,7 @@ impl Registry {
     /// Drops the entries of waits that gave up: for a pump going idle, which evaluates nothing
     /// until the next wait.
     pub(crate) fn sweep(&self) {
-        let mut slab = self.admit();
+        let mut slab = self.admit(None);
         let mut cancelled = Vec::new();
         for key in 0..slab.entries.len() {
             if slab.entries[key].as_ref().is_some_and(|e| e.is_cancelled()) {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use async_io::Timer;
+use crate::reactor::Timer;
 use async_lock::MutexGuardArc;
 use futures_lite::{FutureExt, StreamExt};
 

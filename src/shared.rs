@@ -1,7 +1,7 @@
 //! The state every handle, wait and driver of one pump shares, and the turn protocol on it.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::Ordering::SeqCst;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -10,7 +10,7 @@ use event_listener::{listener, Event, EventListener};
 
 use crate::reentry::{self, Inside};
 use crate::registry::Registry;
-use crate::sync::lock;
+use crate::sync::{lock, AtomicBool, AtomicU64, AtomicUsize, MutexGuard};
 use crate::{Error, Stats, Strategy};
 
 /// The loop the pump calls. `None` when it lives on the pump's own thread
@@ -49,23 +49,28 @@ pub(crate) struct Shared {
     /// Wakes the driver: a kick, a first waiter after idle, or close.
     pub(crate) wake: Event,
     /// When `run_once` last said it next needs to run (hinted pumps).
-    next_deadline: std::sync::Mutex<Option<Instant>>,
+    next_deadline: crate::sync::Mutex<Option<Instant>>,
     /// A descriptor whose readiness turns the pump ([`Builder::run_on_readable`]).
     ///
     /// [`Builder::run_on_readable`]: crate::Builder::run_on_readable
     #[cfg(unix)]
     pub(crate) trigger: Option<crate::trigger::Trigger>,
     /// Why the pump stopped, when it was neither closed by a user nor poisoned by a panic.
-    failure: std::sync::Mutex<Option<Error>>,
+    failure: crate::sync::Mutex<Option<Error>>,
     /// Told when the pump closes: the completion tables, whose waits it ends.
-    close_hooks: std::sync::Mutex<Vec<Weak<dyn CloseHook>>>,
+    close_hooks: crate::sync::Mutex<Vec<Weak<dyn CloseHook>>>,
+    /// Runs finished.
     round: AtomicU64,
+    /// Runs started: run `n` starts when this becomes `n` and has finished once `round` is `n`.
+    started: AtomicU64,
     running: AtomicBool,
     closed: AtomicBool,
     panicked: AtomicBool,
     pub(crate) kicked: AtomicBool,
     pending: AtomicUsize,
     drivers: AtomicUsize,
+    /// Whether a driver ever existed.
+    driven: AtomicBool,
     skipped_ticks: AtomicU64,
     late_ticks: AtomicU64,
     kicks: AtomicU64,
@@ -85,18 +90,20 @@ impl Shared {
             registry: Registry::default(),
             wake: Event::new(),
             // A hinted pump has not heard from `run_once` yet: its first run is due at once.
-            next_deadline: std::sync::Mutex::new(config.hinted.then(Instant::now)),
+            next_deadline: crate::sync::Mutex::new(config.hinted.then(Instant::now)),
             #[cfg(unix)]
             trigger,
-            failure: std::sync::Mutex::new(None),
-            close_hooks: std::sync::Mutex::new(Vec::new()),
+            failure: crate::sync::Mutex::new(None),
+            close_hooks: crate::sync::Mutex::new(Vec::new()),
             round: AtomicU64::new(0),
+            started: AtomicU64::new(0),
             running: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             panicked: AtomicBool::new(false),
             kicked: AtomicBool::new(false),
             pending: AtomicUsize::new(0),
             drivers: AtomicUsize::new(0),
+            driven: AtomicBool::new(false),
             skipped_ticks: AtomicU64::new(0),
             late_ticks: AtomicU64::new(0),
             kicks: AtomicU64::new(0),
@@ -146,7 +153,7 @@ impl Shared {
         first
     }
 
-    fn hooks(&self) -> std::sync::MutexGuard<'_, Vec<Weak<dyn CloseHook>>> {
+    fn hooks(&self) -> MutexGuard<'_, Vec<Weak<dyn CloseHook>>> {
         // Only pushes and takes happen under this lock.
         lock(&self.close_hooks)
     }
@@ -218,6 +225,7 @@ impl Shared {
     }
 
     pub(crate) fn add_driver(&self) {
+        self.driven.store(true, SeqCst);
         self.drivers.fetch_add(1, SeqCst);
     }
 
@@ -232,6 +240,16 @@ impl Shared {
         self.late_ticks.fetch_add(1, SeqCst);
     }
 
+    /// Why a pump without a driver cannot serve a wait: nobody ever drove it, or its last
+    /// driver left, which closes it (perhaps a moment from now).
+    fn undriven(&self) -> Error {
+        match self.status() {
+            Err(why) => why,
+            Ok(()) if self.driven.load(SeqCst) => Error::Closed,
+            Ok(()) => Error::NotRunning,
+        }
+    }
+
     pub(crate) fn has_driver(&self) -> bool {
         self.drivers.load(SeqCst) > 0
     }
@@ -244,7 +262,7 @@ impl Shared {
         }
         self.status()?;
         if !self.has_driver() {
-            return Err(Error::NotRunning);
+            return Err(self.undriven());
         }
         Ok(())
     }
@@ -271,6 +289,7 @@ impl Shared {
         let mut finished = Vec::new();
         let outcome = {
             let _inside = Inside::enter(self.id());
+            self.started.fetch_add(1, SeqCst);
             self.running.store(true, SeqCst);
             let outcome = catch_unwind(AssertUnwindSafe(|| match local {
                 Some(run_once) => {
@@ -302,6 +321,43 @@ impl Shared {
         }
         drop(finished);
         self.ran.notify(usize::MAX);
+        self.settle();
+    }
+
+    /// Lets go of the loop lock, then evaluates the waits that registered meanwhile.
+    pub(crate) fn unlock(&self, guard: LoopGuard) {
+        drop(guard);
+        self.settle();
+    }
+
+    /// Evaluates the pump-evaluated waits that registered while the loop lock was busy, if it is
+    /// free now.
+    ///
+    /// Such a wait calls this after registering, and every holder of the loop lock after letting
+    /// go of it ([`unlock`](Shared::unlock)): if the wait finds the lock taken, its holder lets
+    /// go later and evaluates it. So a wait whose status is already true completes without
+    /// another run of the loop, which a hinted or readiness-driven pump might never make.
+    pub(crate) fn settle(&self) {
+        while self.registry.has_arrivals() {
+            let Some(guard) = self.loop_lock.try_lock_arc() else {
+                return;
+            };
+            let mut woken = Vec::new();
+            let mut finished = Vec::new();
+            {
+                let _inside = Inside::enter(self.id());
+                self.registry.evaluate_arrivals(&mut woken, &mut finished);
+            }
+            drop(guard);
+            if self.is_closed() {
+                // Closed by a check during the evaluation.
+                self.abandon_registered();
+            }
+            for waker in woken {
+                waker.wake();
+            }
+            drop(finished);
+        }
     }
 
     /// The loop lock for the driver's tick; `None` if a turn is running the loop already, in
@@ -320,31 +376,49 @@ impl Shared {
         Some(self.loop_lock.lock_arc().await)
     }
 
-    /// [`Pump::turn`](crate::Pump::turn).
+    /// [`Pump::turn`](crate::Pump::turn): returns once a run that started after the call has
+    /// finished.
+    ///
+    /// A run already under way when the call came may have passed the point where it would see
+    /// what the caller just did (a handle added, a request queued), so only a later one counts;
+    /// a later run someone else makes counts as this turn's.
     pub(crate) async fn turn(self: Arc<Self>) -> Result<(), Error> {
         if reentry::is_inside(self.id()) {
             return Err(Error::Reentrant);
         }
-        let listener = self.ran.listen();
+        let mut listener = self.ran.listen();
         // After listening: a close from here on wakes the listener.
         self.status()?;
-        let seen = self.round();
-        match self.loop_lock.try_lock_arc() {
-            Some(guard) if guard.is_some() => {
-                self.run_locked(guard, None);
+        let seen = self.started.load(SeqCst);
+        loop {
+            let guard = match self.loop_lock.try_lock_arc() {
+                Some(guard) => guard,
+                None if self.running.load(SeqCst) => {
+                    listener.await;
+                    listener = self.ran.listen();
+                    self.status()?;
+                    if self.round() > seen {
+                        return Ok(());
+                    }
+                    continue;
+                }
+                // Held by waits checking their status, which is short; then run it here.
+                None => self.loop_lock.lock_arc().await,
+            };
+            if self.round() > seen {
+                self.unlock(guard);
                 return self.status();
             }
-            // The loop lives on the pump's thread: ask it.
-            Some(_) => {}
-            None if self.running.load(SeqCst) => {
-                listener.await;
-                return self.status();
+            if guard.is_none() {
+                self.unlock(guard);
+                break;
             }
-            // Held by waiters checking their status: the driver runs next.
-            None => {}
+            self.run_locked(guard, None);
+            return self.status();
         }
+        // The loop lives on the pump's thread: ask it.
         if !self.has_driver() {
-            return Err(Error::NotRunning);
+            return Err(self.undriven());
         }
         self.kick();
         self.ran_since(seen, listener).await

@@ -1,6 +1,21 @@
-//! Locking helpers shared by the pump's internal state.
+//! The synchronization primitives of the pump's internal state, and a poison-tolerant lock.
+//!
+//! Under `--cfg loom` (`tests/loom.rs`) they are loom's, so loom explores every interleaving of
+//! the pump's own locks and atomics (and, through their `loom` features, async-lock's and
+//! event-listener's). `Arc` and `Weak` stay std's in both builds: loom's `Arc` has neither
+//! `Weak` nor unsized coercion, and reference counts are not what the models check.
 
-use std::sync::{Mutex, MutexGuard, PoisonError};
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+#[cfg(loom)]
+pub(crate) use loom::sync::{Mutex, MutexGuard};
+
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+#[cfg(not(loom))]
+pub(crate) use std::sync::{Mutex, MutexGuard};
+
+use std::sync::PoisonError;
 
 /// Locks `mutex`, ignoring poison.
 ///

@@ -8,7 +8,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use async_io::Async;
+use crate::reactor::Async;
 
 use crate::Error;
 

@@ -14,7 +14,7 @@ const THREAD_NAME: &str = "ffi-pump";
 pub(crate) fn spawn(run: Run) -> Result<(), Error> {
     thread::Builder::new()
         .name(THREAD_NAME.into())
-        .spawn(move || async_io::block_on(run))
+        .spawn(move || crate::reactor::block_on(run))
         .map(drop)
         .map_err(|err| Error::ThreadSpawn(err.kind()))
 }
@@ -41,7 +41,7 @@ where
                 shared.poison();
                 return;
             };
-            async_io::block_on(drive(&shared, Some(&mut run_once)));
+            crate::reactor::block_on(drive(&shared, Some(&mut run_once)));
         })
         .map(drop)
         .map_err(|err| Error::ThreadSpawn(err.kind()))

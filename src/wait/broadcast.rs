@@ -65,7 +65,7 @@ impl<C: Check> Broadcast<C> {
             let _inside = Inside::enter(self.shared.id());
             self.check.check()
         };
-        drop(guard);
+        self.shared.unlock(guard);
         if outcome.is_none() {
             self.state = State::Listening { seen };
         }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use async_io::Timer;
+use crate::reactor::Timer;
 
 use crate::shared::Shared;
 use crate::{Error, Strategy};

@@ -3,15 +3,15 @@
 
 use std::any::Any;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use super::Check;
 use crate::reentry::Inside;
 use crate::registry::{Entry, Evaluate};
 use crate::shared::Shared;
-use crate::sync::lock;
+use crate::sync::{lock, AtomicBool, Mutex};
 use crate::Error;
 
 enum Outcome<T> {
@@ -114,23 +114,42 @@ where
 
 impl<C, T> OnPump<C, T> {
     /// First poll: the check runs at once if the loop lock is free (the fast path); if that fails
-    /// or the lock is busy, the entry joins the registry for the pump to evaluate after each run.
+    /// the entry joins the registry for the pump to evaluate after each run. If the lock is busy,
+    /// it joins as not yet evaluated, and its holder evaluates it on letting go.
     fn register(&mut self, entry: Entry, waker: &Waker) -> Result<(), Error> {
         self.shared.admit_wait()?;
         *lock(&self.node.outcome) = Outcome::Waiting(Some(waker.clone()));
-        // Held until the entry is registered, so no run slips between this check and the pump's
-        // first evaluation of it.
-        let guard = self.shared.loop_lock.try_lock_arc();
-        if guard.is_some() {
-            let _inside = Inside::enter(self.shared.id());
-            if entry.evaluate().is_some() {
-                return Ok(());
+        let guard = match self.shared.loop_lock.try_lock_arc() {
+            Some(guard) => {
+                let finished = {
+                    let _inside = Inside::enter(self.shared.id());
+                    entry.evaluate().is_some()
+                };
+                if finished {
+                    self.shared.unlock(guard);
+                    return Ok(());
+                }
+                Some(guard)
             }
-        }
+            None => None,
+        };
         // Counted before it can be seen by the pump, so a pump going idle never sweeps it.
         self.shared.add_pending();
         self.phase = Phase::Registered;
-        if self.shared.registry.insert(entry).is_err() {
+        let inserted = match guard {
+            // Still held, so no run slips between this check and the pump's next evaluation.
+            Some(guard) => {
+                let inserted = self.shared.registry.insert_evaluated(entry);
+                self.shared.unlock(guard);
+                inserted
+            }
+            None => {
+                let inserted = self.shared.registry.insert(entry);
+                self.shared.settle();
+                inserted
+            }
+        };
+        if inserted.is_err() {
             return Err(self.shared.status().err().unwrap_or(Error::Closed));
         }
         Ok(())

@@ -1,0 +1,75 @@
+//! What the pump takes from async-io: timers, descriptor readiness and `block_on`.
+//!
+//! async-io does not build under `--cfg loom` (its reactor parks with a timeout, which loom cannot
+//! model), so the loom models (`tests/loom.rs`) get a stand-in whose timers never fire and which
+//! has no descriptors: they turn the pump with `kick()` and `turn()`, never by time. This module
+//! is that seam; everything else in the crate is the same code in both builds.
+
+#[cfg(not(loom))]
+pub(crate) use async_io::{block_on, Async, Timer};
+
+#[cfg(loom)]
+pub(crate) use stand_in::{block_on, Async, Timer};
+
+#[cfg(loom)]
+mod stand_in {
+    use std::future::Future;
+    use std::io;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+    use std::time::{Duration, Instant};
+
+    pub(crate) use futures_lite::future::block_on;
+
+    /// A timer that never fires.
+    #[derive(Debug)]
+    pub(crate) struct Timer;
+
+    impl Timer {
+        pub(crate) fn never() -> Timer {
+            Timer
+        }
+
+        pub(crate) fn at(_: Instant) -> Timer {
+            Timer
+        }
+
+        pub(crate) fn interval(_: Duration) -> Timer {
+            Timer
+        }
+
+        pub(crate) fn set_at(&mut self, _: Instant) {}
+
+        pub(crate) fn set_interval(&mut self, _: Duration) {}
+    }
+
+    impl Future for Timer {
+        type Output = Instant;
+
+        fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Instant> {
+            Poll::Pending
+        }
+    }
+
+    impl futures_lite::Stream for Timer {
+        type Item = Instant;
+
+        fn poll_next(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Instant>> {
+            Poll::Pending
+        }
+    }
+
+    /// No descriptor can be watched: registering one fails.
+    #[derive(Debug)]
+    pub(crate) struct Async<T>(T);
+
+    impl<T> Async<T> {
+        pub(crate) fn new_nonblocking(_: T) -> io::Result<Async<T>> {
+            Err(io::ErrorKind::Unsupported.into())
+        }
+
+        pub(crate) async fn readable(&self) -> io::Result<()> {
+            std::future::pending().await
+        }
+    }
+}

@@ -1,0 +1,198 @@
+//! Loom models of the pump protocol: every interleaving (up to `LOOM_MAX_PREEMPTIONS`
+//! preemptions) of two or three threads turning, waiting, dropping waits and closing.
+//!
+//! Run with `RUSTFLAGS="--cfg loom" cargo test --release -p ffi-pump --no-default-features --test loom`
+//! (`.ci/run` does, with `LOOM_MAX_PREEMPTIONS=2`).
+//!
+//! What is real and what is modelled:
+//! - The crate's own locks and atomics (`src/sync.rs`), and those inside async-lock's `Mutex` and
+//!   event-listener's `Event` (their `loom` features), are loom's: loom schedules around every
+//!   one of them.
+//! - async-io does not build under loom (its reactor parks with a timeout), so `src/reactor.rs`
+//!   swaps in timers that never fire. The models therefore turn the pump with `turn()` and
+//!   never poll a `Run`; they hold one only so that waits are admitted, as if a driver existed
+//!   whose timer had not ticked yet.
+//! - The C loop is a Rust closure, not the `fake-loop` fixture: loom only sees its own
+//!   primitives, so a C function would be one indivisible step to it and an overlap could never
+//!   show. The closure marks entry and exit with loom atomics, so two runs at once, or a check
+//!   during a run, would be seen.
+#![cfg(loom)]
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::Arc;
+use std::task::Poll;
+
+use ffi_pump::{Error, Pump, Strategy};
+use loom::future::block_on;
+use loom::sync::atomic::{AtomicBool, AtomicUsize};
+use loom::thread;
+
+/// The C side: one status flag, set by the first run, and counters that would show overlaps.
+#[derive(Default)]
+struct CLoop {
+    inside: AtomicBool,
+    /// Runs started; run `n` started when this became `n`.
+    started: AtomicUsize,
+    /// The number of the last run that finished.
+    finished: AtomicUsize,
+    /// A run started while another, or a check, was in progress.
+    overlaps: AtomicUsize,
+    /// "The object is done": set by every run.
+    ready: AtomicBool,
+}
+
+impl CLoop {
+    fn run_once(&self) {
+        if self.inside.swap(true, SeqCst) {
+            self.overlaps.fetch_add(1, SeqCst);
+        }
+        let n = self.started.fetch_add(1, SeqCst) + 1;
+        self.ready.store(true, SeqCst);
+        self.finished.store(n, SeqCst);
+        self.inside.store(false, SeqCst);
+    }
+
+    fn check(&self) -> bool {
+        if self.inside.load(SeqCst) {
+            self.overlaps.fetch_add(1, SeqCst);
+        }
+        self.ready.load(SeqCst)
+    }
+}
+
+fn pump(strategy: Strategy, c: &Arc<CLoop>) -> Pump {
+    let c = c.clone();
+    Pump::builder()
+        .strategy(strategy)
+        .build(move || c.run_once())
+        .expect("valid settings")
+}
+
+fn wait(pump: &Pump, c: &Arc<CLoop>) -> impl Future<Output = Result<(), Error>> {
+    let c = c.clone();
+    pump.wait_until(move || c.check())
+}
+
+const STRATEGIES: [Strategy; 2] = [Strategy::PumpEvaluated, Strategy::Broadcast];
+
+/// (a) Two concurrent `turn()` calls never overlap the loop, and each returns only after a run
+/// that started after it was called has finished.
+#[test]
+fn concurrent_turns_never_overlap_and_each_sees_a_later_run() {
+    loom::model(|| {
+        let c = Arc::new(CLoop::default());
+        let pump = pump(Strategy::default(), &c);
+        let turns: Vec<_> = (0..2)
+            .map(|_| {
+                let (pump, c) = (pump.clone(), c.clone());
+                thread::spawn(move || {
+                    let before = c.started.load(SeqCst);
+                    assert_eq!(block_on(pump.turn()), Ok(()));
+                    let finished = c.finished.load(SeqCst);
+                    assert!(
+                        finished > before,
+                        "turn returned after run {finished}, called after run {before} had started"
+                    );
+                })
+            })
+            .collect();
+        for turn in turns {
+            turn.join().unwrap();
+        }
+        assert_eq!(c.overlaps.load(SeqCst), 0);
+        let runs = c.started.load(SeqCst);
+        assert!((1..=2).contains(&runs), "{runs} runs for two turns");
+        assert_eq!(pump.stats().rounds, runs as u64);
+    });
+}
+
+/// (b) A wait whose status becomes true in a run is woken, however its registration and check
+/// interleave with that run; no other run is needed.
+#[test]
+fn a_status_set_by_a_run_always_wakes_its_wait() {
+    for strategy in STRATEGIES {
+        loom::model(move || {
+            let c = Arc::new(CLoop::default());
+            let pump = pump(strategy, &c);
+            let _driver = pump.run();
+            let waiter = {
+                let wait = wait(&pump, &c);
+                thread::spawn(move || block_on(wait))
+            };
+            assert_eq!(block_on(pump.turn()), Ok(()));
+            assert_eq!(waiter.join().unwrap(), Ok(()), "{strategy:?}");
+            assert_eq!(c.overlaps.load(SeqCst), 0);
+            assert_eq!(pump.stats().pending_waits, 0);
+        });
+    }
+}
+
+/// (c) `close()` racing a wait and a turn: the wait ends with success or `Closed`, the turn
+/// with `Ok` or `Closed`; nothing hangs.
+#[test]
+fn close_racing_a_wait_and_a_turn_never_hangs() {
+    for strategy in STRATEGIES {
+        loom::model(move || {
+            let c = Arc::new(CLoop::default());
+            let pump = pump(strategy, &c);
+            let driver = pump.run();
+            let waiter = {
+                let wait = wait(&pump, &c);
+                thread::spawn(move || block_on(wait))
+            };
+            let turner = {
+                let pump = pump.clone();
+                thread::spawn(move || block_on(pump.turn()))
+            };
+            pump.close();
+            let waited = waiter.join().unwrap();
+            assert!(
+                matches!(waited, Ok(()) | Err(Error::Closed)),
+                "{strategy:?}: {waited:?}"
+            );
+            let turned = turner.join().unwrap();
+            assert!(
+                matches!(turned, Ok(()) | Err(Error::Closed)),
+                "{strategy:?}: {turned:?}"
+            );
+            drop(driver);
+            assert_eq!(c.overlaps.load(SeqCst), 0);
+            assert_eq!(pump.stats().pending_waits, 0);
+        });
+    }
+}
+
+/// (d) A wait that was notified (or is about to be) and is dropped without finishing does not
+/// swallow the wake-up of another wait on the same run.
+#[test]
+fn dropping_a_notified_wait_does_not_swallow_another_wake_up() {
+    for strategy in STRATEGIES {
+        loom::model(move || {
+            let c = Arc::new(CLoop::default());
+            let pump = pump(strategy, &c);
+            let _driver = pump.run();
+            let dropped = {
+                let wait = wait(&pump, &c);
+                thread::spawn(move || {
+                    let mut wait = pin!(wait);
+                    // One poll registers it (or finds the status true); then it is dropped.
+                    block_on(std::future::poll_fn(|cx| {
+                        Poll::Ready(wait.as_mut().poll(cx))
+                    }))
+                    .is_ready()
+                })
+            };
+            let waiter = {
+                let wait = wait(&pump, &c);
+                thread::spawn(move || block_on(wait))
+            };
+            assert_eq!(block_on(pump.turn()), Ok(()));
+            dropped.join().unwrap();
+            assert_eq!(waiter.join().unwrap(), Ok(()), "{strategy:?}");
+            assert_eq!(c.overlaps.load(SeqCst), 0);
+            assert_eq!(pump.stats().pending_waits, 0);
+        });
+    }
+}
