@@ -3,6 +3,10 @@
 //! Awaiting 100 000 join handles one by one wakes the awaiting thread up to 100 000 times; that
 //! cost would land in every approach's CPU figure and hide their differences. Each waiter writes
 //! its own slot instead, and only the last one wakes the collector.
+//!
+//! It also counts the waiters that have started waiting, so ids are armed only once every waiter
+//! is in place: otherwise the first ids fall due while thousands of tasks still wait for their
+//! first poll, and that queueing, which no approach can avoid, would be counted as its latency.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -16,6 +20,9 @@ pub struct Collector {
     seen: Vec<AtomicU64>,
     left: AtomicUsize,
     done: Event,
+    /// Waiters that have not started waiting yet.
+    to_start: AtomicUsize,
+    started: Event,
 }
 
 impl Collector {
@@ -25,7 +32,38 @@ impl Collector {
             seen: (0..n).map(|_| AtomicU64::new(0)).collect(),
             left: AtomicUsize::new(n as usize),
             done: Event::new(),
+            to_start: AtomicUsize::new(n as usize),
+            started: Event::new(),
         })
+    }
+
+    /// Records that one waiter is about to poll its wait for the first time.
+    pub fn start(&self) {
+        if self.to_start.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.started.notify(usize::MAX);
+        }
+    }
+
+    /// Waits until every waiter has [`start`](Collector::start)ed.
+    pub async fn all_started(&self) {
+        loop {
+            let listener = self.started.listen();
+            if self.to_start.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            listener.await;
+        }
+    }
+
+    /// [`all_started`](Collector::all_started) for a thread outside any runtime.
+    pub fn all_started_blocking(&self) {
+        loop {
+            let listener = self.started.listen();
+            if self.to_start.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            listener.wait();
+        }
     }
 
     /// Records that the waiter of `id` saw it done, now.

@@ -35,6 +35,11 @@ pub enum Approach {
     Background1ms,
     /// 4. The same every 10 ms.
     Background10ms,
+    /// 4. A thread blocks on the fixture's ready descriptor, runs the loop when it is readable
+    ///    and wakes the waiter of each finished id through that id's own `tokio::sync::Notify`:
+    ///    the least a readiness-driven wrapper can do (no lock, registry or table), as the
+    ///    baseline of ffi-pump's readiness row.
+    ReadinessThread,
     /// 5. ffi-pump, default configuration at 1 ms, on the same tokio runtime.
     PumpTokio,
     /// 5. ffi-pump with the broadcast strategy of the core protocol, on the same tokio runtime.
@@ -54,12 +59,13 @@ pub enum Approach {
 
 impl Approach {
     /// Every approach, in table order.
-    pub const ALL: [Approach; 11] = [
+    pub const ALL: [Approach; 12] = [
         Approach::Naive,
         Approach::ThreadLocal,
         Approach::Atomic,
         Approach::Background1ms,
         Approach::Background10ms,
+        Approach::ReadinessThread,
         Approach::PumpTokio,
         Approach::PumpTokioBroadcast,
         Approach::PumpSmol,
@@ -76,6 +82,7 @@ impl Approach {
             Approach::Atomic => "atomic",
             Approach::Background1ms => "background-1ms",
             Approach::Background10ms => "background-10ms",
+            Approach::ReadinessThread => "readiness-thread",
             Approach::PumpTokio => "ffi-pump-tokio",
             Approach::PumpTokioBroadcast => "ffi-pump-tokio-broadcast",
             Approach::PumpSmol => "ffi-pump-smol",
@@ -145,6 +152,7 @@ pub fn run(approach: Approach, workload: &Workload) -> Seen {
         }
         Approach::Background1ms => background(workload, INTERVAL),
         Approach::Background10ms => background(workload, Duration::from_millis(10)),
+        Approach::ReadinessThread => readiness_thread(workload),
         Approach::PumpTokio | Approach::PumpTokioBroadcast => {
             pump_tokio(workload, approach.strategy())
         }
@@ -167,10 +175,12 @@ where
         for id in 0..workload.n {
             let (wait, seen) = (wait(id), seen.clone());
             tokio::spawn(async move {
+                seen.start();
                 wait.await;
                 seen.record(id);
             });
         }
+        seen.all_started().await;
         workload.arm();
         seen.all().await
     })
@@ -274,6 +284,7 @@ fn background(workload: &Workload, interval: Duration) -> Seen {
         for id in 0..workload.n {
             let (fx, notify, seen) = (fx.clone(), notify.clone(), seen.clone());
             tokio::spawn(async move {
+                seen.start();
                 loop {
                     let notified = notify.notified();
                     tokio::pin!(notified);
@@ -287,6 +298,7 @@ fn background(workload: &Workload, interval: Duration) -> Seen {
                 seen.record(id);
             });
         }
+        seen.all_started().await;
         workload.arm();
         let seen = seen.all().await;
         ticker.abort();
@@ -300,6 +312,67 @@ async fn background_loop(fx: Arc<FakeLoop>, notify: Arc<Notify>, interval: Durat
         notify.notify_waiters();
         tokio::time::sleep(interval).await;
     }
+}
+
+/// The thread of [`Approach::ReadinessThread`]: runs the loop whenever the fixture's descriptor
+/// is readable, until `stop`.
+fn readiness_looper(
+    fx: Arc<FakeLoop>,
+    notifies: Arc<Vec<Notify>>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let fd = fx.ready_fd().expect("the fixture's descriptor");
+        let fd = fd.try_clone_to_owned().expect("a duplicate descriptor");
+        let ready = async_io::Async::new_nonblocking(fd).expect("registered with async-io");
+        let mut finished = Vec::new();
+        async_io::block_on(async {
+            while !stop.load(Ordering::SeqCst) {
+                // The timeout only lets the thread notice `stop`.
+                let readable =
+                    futures_lite::FutureExt::or(async { ready.readable().await.is_ok() }, async {
+                        async_io::Timer::after(Duration::from_millis(10)).await;
+                        false
+                    })
+                    .await;
+                if !readable {
+                    continue;
+                }
+                let _ = fx.run_once();
+                fx.take_ready(&mut finished);
+                for id in finished.drain(..) {
+                    // Stores a permit if the waiter is not waiting yet: nothing is lost.
+                    notifies[id as usize].notify_one();
+                }
+            }
+        });
+    })
+}
+
+/// The readiness baseline: see [`Approach::ReadinessThread`].
+fn readiness_thread(workload: &Workload) -> Seen {
+    let fx = &workload.fx;
+    let notifies: Arc<Vec<Notify>> = Arc::new((0..workload.n).map(|_| Notify::new()).collect());
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let looper = readiness_looper(fx.clone(), notifies.clone(), stop.clone());
+    let rt = tokio_runtime();
+    let seen = rt.block_on(async {
+        let seen = Collector::new(workload.n);
+        for id in 0..workload.n {
+            let (notifies, seen) = (notifies.clone(), seen.clone());
+            tokio::spawn(async move {
+                seen.start();
+                notifies[id as usize].notified().await;
+                seen.record(id);
+            });
+        }
+        seen.all_started().await;
+        workload.arm();
+        seen.all().await
+    });
+    stop.store(true, Ordering::SeqCst);
+    looper.join().expect("the loop thread ends");
+    seen
 }
 
 fn pump_for(fx: &Arc<FakeLoop>, strategy: Strategy) -> Pump {
@@ -324,12 +397,14 @@ fn pump_tokio(workload: &Workload, strategy: Strategy) -> Seen {
         for id in 0..workload.n {
             let (pump, fx, seen) = (pump.clone(), fx.clone(), seen.clone());
             tokio::spawn(async move {
+                seen.start();
                 pump.wait_until(move || fx.check(id))
                     .await
                     .expect("wait completes");
                 seen.record(id);
             });
         }
+        seen.all_started().await;
         workload.arm();
         let seen = seen.all().await;
         close_counting(&pump);
@@ -384,10 +459,12 @@ fn pump_completions(workload: &Workload, turns: Turns) -> Seen {
         for id in 0..workload.n {
             let (pump, table, seen) = (pump.clone(), table.clone(), seen.clone());
             tokio::spawn(async move {
+                seen.start();
                 pump.wait_key(&table, id).await.expect("key wait completes");
                 seen.record(id);
             });
         }
+        seen.all_started().await;
         workload.arm();
         if turns == Turns::Deadlines {
             // New work: the pump hears the new deadlines from the run this kick causes.
@@ -422,6 +499,7 @@ fn pump_smol(workload: &Workload) -> Seen {
         let (pump, fx, seen) = (pump.clone(), fx.clone(), seen.clone());
         executor
             .spawn(async move {
+                seen.start();
                 pump.wait_until(move || fx.check(id))
                     .await
                     .expect("wait completes");
@@ -429,6 +507,7 @@ fn pump_smol(workload: &Workload) -> Seen {
             })
             .detach();
     }
+    seen.all_started_blocking();
     workload.arm();
     let seen = seen.all_blocking();
     close_counting(&pump);
@@ -459,6 +538,13 @@ pub fn idle(approach: Approach, span: Duration) -> u64 {
                 sleep.await;
                 ticker.abort();
             });
+        }
+        Approach::ReadinessThread => {
+            let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let looper = readiness_looper(fx.clone(), Arc::new(Vec::new()), stop.clone());
+            async_io::block_on(sleep);
+            stop.store(true, Ordering::SeqCst);
+            looper.join().expect("the loop thread ends");
         }
         Approach::PumpTokio
         | Approach::PumpTokioBroadcast
