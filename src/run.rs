@@ -198,7 +198,14 @@ pub(crate) async fn drive<L: FnMut()>(shared: &Shared, mut local: Option<L>) {
                 }
                 tick(shared, &mut local).await;
             }
-            Wake::Ready => tick(shared, &mut local).await,
+            Wake::Ready => {
+                tick(shared, &mut local).await;
+                #[cfg(unix)]
+                if let Some(Err(kind)) = shared.trigger.as_ref().map(|t| t.is_open()) {
+                    shared.fail(Error::Trigger(kind));
+                    return;
+                }
+            }
             Wake::TriggerFailed(kind) => {
                 shared.fail(Error::Trigger(kind));
                 return;

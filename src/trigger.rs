@@ -91,10 +91,15 @@ pub(crate) struct Trigger {
 }
 
 impl Trigger {
-    /// Waits until the descriptor is readable; an error if waiting failed or the library has
-    /// closed its descriptor (which would otherwise leave a duplicate readable forever, at EOF).
+    /// Waits until the descriptor is readable.
     pub(crate) async fn readable(&self) -> Result<(), io::ErrorKind> {
-        self.source.readable().await.map_err(|e| e.kind())?;
+        self.source.readable().await.map_err(|e| e.kind())
+    }
+
+    /// Whether the library still has its descriptor open: once it closed it, our duplicate would
+    /// stay readable forever (at EOF) and turn the pump in a busy loop. Asked after the run that a
+    /// readiness caused, so the look-up (a `stat` of `/proc/self/fd/N`) does not delay the run.
+    pub(crate) fn is_open(&self) -> Result<(), io::ErrorKind> {
         match self.origin {
             Some(origin) if !origin.is_open() => Err(io::ErrorKind::NotFound),
             _ => Ok(()),
