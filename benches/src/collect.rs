@@ -9,10 +9,21 @@
 //! first poll, and that queueing, which no approach can avoid, would be counted as its latency.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use event_listener::{Event, Listener};
 use fake_loop::now_ns;
+
+use crate::usage::{self, Usage};
+
+/// The process's usage when the last waiter of a collector recorded (each cell runs in a
+/// process of its own).
+static FINISHED: Mutex<Option<Usage>> = Mutex::new(None);
+
+/// The process's usage when the last waiter of the last collector recorded, if one has.
+pub fn finished() -> Option<Usage> {
+    *FINISHED.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
 /// One slot per id, and how many are still empty.
 #[derive(Debug)]
@@ -70,6 +81,7 @@ impl Collector {
     pub fn record(&self, id: u32) {
         self.seen[id as usize].store(now_ns(), Ordering::SeqCst);
         if self.left.fetch_sub(1, Ordering::SeqCst) == 1 {
+            *FINISHED.lock().unwrap_or_else(PoisonError::into_inner) = Some(usage::now());
             self.done.notify(usize::MAX);
         }
     }

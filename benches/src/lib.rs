@@ -32,6 +32,18 @@ pub struct Workload {
     /// How many ids (and waiters).
     pub n: u32,
     deadlines: Mutex<Vec<u64>>,
+    armed: Mutex<Option<Armed>>,
+}
+
+/// The moment a workload was armed: where the measured phase of a cell starts.
+#[derive(Debug, Clone, Copy)]
+pub struct Armed {
+    /// [`now_ns`] clock.
+    pub at_ns: u64,
+    /// The process's usage then.
+    pub usage: usage::Usage,
+    /// Loop calls made before (while the waiters registered).
+    pub loop_calls: u64,
 }
 
 impl Workload {
@@ -43,6 +55,7 @@ impl Workload {
             fx,
             n,
             deadlines: Mutex::new(Vec::new()),
+            armed: Mutex::new(None),
         }
     }
 
@@ -51,6 +64,11 @@ impl Workload {
     /// Every approach calls this right after spawning its N waiters, so the time it takes to
     /// spawn them is not counted as latency of the ids that fall due meanwhile.
     pub fn arm(&self) {
+        *self.armed.lock().unwrap_or_else(PoisonError::into_inner) = Some(Armed {
+            at_ns: now_ns(),
+            usage: usage::now(),
+            loop_calls: self.fx.stats().calls,
+        });
         let start = now_ns();
         let spread = SPREAD.as_nanos() as u64;
         let deadlines: Vec<u64> = (0..self.n)
@@ -63,6 +81,11 @@ impl Workload {
             .deadlines
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = deadlines;
+    }
+
+    /// When [`arm`](Workload::arm) was called, if it was.
+    pub fn armed(&self) -> Option<Armed> {
+        *self.armed.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The deadline of each id ([`now_ns`] clock), once armed.

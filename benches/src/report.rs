@@ -39,9 +39,9 @@ pub struct Cell {
     pub approach: String,
     /// Concurrent waiters.
     pub n: u32,
-    /// From arming the ids to the last waiter done, in ms.
+    /// From arming the ids to the last waiter done, in ms: the measured phase.
     pub wall_ms: f64,
-    /// C loop calls during the run.
+    /// C loop calls during the measured phase.
     pub loop_calls: u64,
     /// Loop calls per millisecond of wall time.
     pub calls_per_ms: f64,
@@ -53,8 +53,12 @@ pub struct Cell {
     pub ready_to_seen_us: Spread,
     /// From the id's deadline to "future saw it".
     pub deadline_to_seen_us: Spread,
-    /// Process CPU time (user + sys) over wall time.
+    /// Process CPU time (user + sys) over wall time, in the measured phase.
     pub cpu_cores: f64,
+    /// The whole cell, setting up and spawning the waiters included, in ms.
+    pub total_ms: f64,
+    /// Process CPU time over wall time of the whole cell.
+    pub total_cpu_cores: f64,
     /// Peak RSS of the process that ran this cell, in KiB.
     pub peak_rss_kib: u64,
     /// Timer ticks the pump took more than one interval late (ffi-pump only).

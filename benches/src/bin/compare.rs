@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use fake_loop::FakeLoop;
 use ffi_pump_bench::peers::{self, Approach};
 use ffi_pump_bench::report::{self, Cell, Idle, Kick, Spread};
-use ffi_pump_bench::{usage, Workload, INTERVAL, LOOP_COST, SPREAD, WORKERS};
+use ffi_pump_bench::{collect, usage, Workload, INTERVAL, LOOP_COST, SPREAD, WORKERS};
 
 const SIZES: [u32; 4] = [1, 100, 10_000, 100_000];
 /// Completion-driven waits also run at this size (the others are not built for it).
@@ -60,6 +60,10 @@ fn main() {
             let repeats = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(5);
             targets(repeats);
         }
+        Some("--readiness") => {
+            let repeats = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(5);
+            readiness(repeats);
+        }
         None => matrix(&SIZES),
         Some(_) => usage_exit(),
     }
@@ -68,7 +72,8 @@ fn main() {
 fn usage_exit() -> ! {
     let names: Vec<&str> = Approach::ALL.iter().map(|a| a.name()).collect();
     eprintln!(
-        "usage: compare [--sizes N,N,..] | --targets [REPEATS] | --cell APPROACH N | --idle APPROACH \
+        "usage: compare [--sizes N,N,..] | --targets [REPEATS] | --readiness [REPEATS] \
+         | --cell APPROACH N | --idle APPROACH \
          | --kick APPROACH | --memory\n\
          approaches: {}",
         names.join(", ")
@@ -86,29 +91,37 @@ fn cell(approach: Approach, n: u32) -> Cell {
     let before = usage::now();
     let started = Instant::now();
     let seen = peers::run(approach, &workload);
-    let wall = started.elapsed();
+    let total = started.elapsed();
     let after = usage::now();
     let fx: &FakeLoop = &workload.fx;
     let deadlines = workload.deadlines();
     let stats = fx.stats();
+    let armed = workload.armed().expect("every approach arms the workload");
+    let finished = collect::finished().expect("every waiter recorded");
     let mut ready_to_seen: Vec<u64> = (0..n)
         .map(|id| seen[id as usize].saturating_sub(fx.ready_at_ns(id).expect("every id ran")))
         .collect();
     let mut deadline_to_seen: Vec<u64> = (0..n as usize)
         .map(|id| seen[id].saturating_sub(deadlines[id]))
         .collect();
+    // The measured phase: from arming the ids to the last waiter seeing its id.
+    let last_seen = seen.iter().copied().max().unwrap_or(armed.at_ns);
+    let wall = Duration::from_nanos(last_seen.saturating_sub(armed.at_ns));
     let wall_ms = wall.as_secs_f64() * 1e3;
+    let loop_calls = stats.calls - armed.loop_calls;
     Cell {
         approach: approach.name().into(),
         n,
         wall_ms,
-        loop_calls: stats.calls,
-        calls_per_ms: stats.calls as f64 / wall_ms,
+        loop_calls,
+        calls_per_ms: loop_calls as f64 / wall_ms,
         run_overlaps: stats.run_overlaps,
         check_overlaps: stats.check_overlaps,
         ready_to_seen_us: Spread::of_ns(&mut ready_to_seen),
         deadline_to_seen_us: Spread::of_ns(&mut deadline_to_seen),
-        cpu_cores: (after.cpu - before.cpu).as_secs_f64() / wall.as_secs_f64(),
+        cpu_cores: (finished.cpu - armed.usage.cpu).as_secs_f64() / wall.as_secs_f64(),
+        total_ms: total.as_secs_f64() * 1e3,
+        total_cpu_cores: (after.cpu - before.cpu).as_secs_f64() / total.as_secs_f64(),
         peak_rss_kib: after.max_rss_kib,
         late_ticks: peers::late_ticks(),
     }
@@ -305,11 +318,12 @@ fn matrix(sizes: &[u32]) {
 }
 
 /// The scale targets, repeated: each repeat runs background-1ms and the ffi-pump rows side by side
-/// at N = 10 000 and 100 000, and prints ffi-pump's figures as ratios to the peer's.
+/// at N = 10 000 and 100 000, and prints ffi-pump's figures as ratios to the peer's. The CPU of
+/// readiness-thread in the same repeat is the floor: what waking N tokio tasks costs at all.
 fn targets(repeats: u32) {
     println!(
-        "| N | approach | repeat | runs/ms | late ticks | p99 µs (peer) | p99 ratio | CPU cores (peer) | CPU ratio |\n\
-         |---:|---|---:|---:|---:|---:|---:|---:|---:|"
+        "| N | approach | repeat | runs/ms | late ticks | p99 µs (peer) | p99 ratio | CPU cores (peer) | CPU ratio | CPU floor |\n\
+         |---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
     let ours = [
         Approach::PumpTokio,
@@ -323,14 +337,18 @@ fn targets(repeats: u32) {
             let peer = match run(Approach::Background1ms) {
                 Ok(peer) => peer,
                 Err(why) => {
-                    println!("| {n} | background-1ms | {repeat} | failed: {why} | | | | | |");
+                    println!("| {n} | background-1ms | {repeat} | failed: {why} | | | | | | |");
                     continue;
                 }
             };
+            let floor = run(Approach::ReadinessThread).map_or_else(
+                |why| format!("failed: {why}"),
+                |c| format!("{:.2}", c.cpu_cores),
+            );
             for approach in ours {
                 match run(approach) {
                     Ok(c) => println!(
-                        "| {n} | {} | {repeat} | {:.2} | {} | {:.0} ({:.0}) | {:.2} | {:.2} ({:.2}) | {:.2} |",
+                        "| {n} | {} | {repeat} | {:.2} | {} | {:.0} ({:.0}) | {:.2} | {:.2} ({:.2}) | {:.2} | {floor} |",
                         c.approach,
                         c.calls_per_ms,
                         c.late_ticks.unwrap_or(0),
@@ -341,8 +359,49 @@ fn targets(repeats: u32) {
                         peer.cpu_cores,
                         c.cpu_cores / peer.cpu_cores,
                     ),
-                    Err(why) => println!("| {n} | {} | {repeat} | failed: {why} | | | | | |", approach.name()),
+                    Err(why) => println!("| {n} | {} | {repeat} | failed: {why} | | | | | | |", approach.name()),
                 }
+            }
+        }
+    }
+}
+
+/// The event-driven rows, repeated at N = 10 000: ffi-pump turned by readiness and by deadline
+/// hints, side by side with the readiness-thread baseline in each repeat.
+fn readiness(repeats: u32) {
+    const N: u32 = 10_000;
+    println!(
+        "| approach | repeat | loop runs | ready→seen p50 / p99 µs | deadline→seen p50 / p99 µs | p99 ratio (ready, deadline) | CPU cores |\n\
+         |---|---:|---:|---:|---:|---:|---:|"
+    );
+    let run = |a: Approach| child::<Cell>(&["--cell".into(), a.name().into(), N.to_string()]);
+    for repeat in 1..=repeats {
+        let base = match run(Approach::ReadinessThread) {
+            Ok(base) => base,
+            Err(why) => {
+                println!("| readiness-thread | {repeat} | failed: {why} | | | | |");
+                continue;
+            }
+        };
+        for c in [
+            Ok(base.clone()),
+            run(Approach::PumpReadiness),
+            run(Approach::PumpHinted),
+        ] {
+            match c {
+                Ok(c) => println!(
+                    "| {} | {repeat} | {} | {:.0} / {:.0} | {:.0} / {:.0} | {:.2}, {:.2} | {:.2} |",
+                    c.approach,
+                    c.loop_calls,
+                    c.ready_to_seen_us.p50,
+                    c.ready_to_seen_us.p99,
+                    c.deadline_to_seen_us.p50,
+                    c.deadline_to_seen_us.p99,
+                    c.ready_to_seen_us.p99 / base.ready_to_seen_us.p99,
+                    c.deadline_to_seen_us.p99 / base.deadline_to_seen_us.p99,
+                    c.cpu_cores,
+                ),
+                Err(why) => println!("| ? | {repeat} | failed: {why} | | | | |"),
             }
         }
     }
