@@ -60,6 +60,10 @@ fn main() {
             let repeats = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(5);
             targets(repeats);
         }
+        Some("--plot") => {
+            let path = args.get(1).unwrap_or_else(|| usage_exit());
+            plot_from(path);
+        }
         Some("--readiness") => {
             let repeats = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(5);
             readiness(repeats);
@@ -73,7 +77,7 @@ fn usage_exit() -> ! {
     let names: Vec<&str> = Approach::ALL.iter().map(|a| a.name()).collect();
     eprintln!(
         "usage: compare [--sizes N,N,..] | --targets [REPEATS] | --readiness [REPEATS] \
-         | --cell APPROACH N | --idle APPROACH \
+         | --plot OUTPUT_OF_A_RUN | --cell APPROACH N | --idle APPROACH \
          | --kick APPROACH | --memory\n\
          approaches: {}",
         names.join(", ")
@@ -315,6 +319,23 @@ fn matrix(sizes: &[u32]) {
         println!("{line}");
     }
     println!("```\n\nWhole run: {:.1} s", started.elapsed().as_secs_f64());
+}
+
+/// Writes the plot again from the JSON lines a whole run printed (saved output), without running.
+fn plot_from(path: &str) {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|err| {
+        eprintln!("{path}: {err}");
+        std::process::exit(2);
+    });
+    let cells: Vec<Cell> = text
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect();
+    let names: Vec<&str> = Approach::ALL.iter().map(|a| a.name()).collect();
+    match std::fs::write(PLOT, report::plot_svg(&cells, &names)) {
+        Ok(()) => println!("Plot of {} cells: {PLOT}", cells.len()),
+        Err(err) => println!("Plot not written to {PLOT}: {err}"),
+    }
 }
 
 /// The scale targets, repeated: each repeat runs background-1ms and the ffi-pump rows side by side
