@@ -188,6 +188,27 @@ on_every_backend! {
         });
     }
 
+    fn a_turn_called_during_a_run_returns_after_a_later_run(rt: Rt) {
+        // Regression, found by tests/loom.rs: a turn joined the run in progress, which may have
+        // passed the point where it would see what the caller had just submitted.
+        let fx = Arc::new(FakeLoop::new(1));
+        fx.set_cost(Duration::from_millis(100));
+        rt.block_on(async {
+            let pump = rt.pump(Pump::builder().interval(Duration::from_secs(3600)), &fx);
+            let first = {
+                let pump = pump.clone();
+                rt.spawn(async move { pump.turn().await })
+            };
+            let probe = fx.clone();
+            common::eventually("the first run started", || probe.stats().calls == 1).await;
+            pump.turn().await.expect("turn");
+            let calls = fx.stats().calls;
+            assert!(calls >= 2, "the turn returned after {calls} run(s), one begun before it");
+            assert_eq!(first.await, Ok(()));
+            assert_clean(&fx);
+        });
+    }
+
     fn kick_runs_the_loop_without_waiting_for_the_timer(rt: Rt) {
         let fx = Arc::new(FakeLoop::new(1));
         rt.block_on(async {
