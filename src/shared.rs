@@ -3,13 +3,14 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::{Arc, Weak};
+use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use async_lock::{Mutex, MutexGuardArc};
 use event_listener::{listener, Event, EventListener};
 
 use crate::reentry::{self, Inside};
-use crate::registry::Registry;
+use crate::registry::{Entry, Registry};
 use crate::sync::{lock, AtomicBool, AtomicU64, AtomicUsize, MutexGuard};
 use crate::{Error, Stats, Strategy};
 
@@ -312,16 +313,24 @@ impl Shared {
         drop(guard);
         if outcome.is_err() {
             self.poison();
-        } else if self.is_closed() {
-            // Closed by a check during the evaluation.
+        }
+        self.wake_evaluated(woken, finished);
+        self.ran.notify(usize::MAX);
+        self.settle();
+    }
+
+    /// After an evaluation, with the loop lock released: wakes the waits whose check succeeded
+    /// and drops the finished entries (what their checks captured may run user code on drop).
+    fn wake_evaluated(&self, woken: Vec<Waker>, finished: Vec<Entry>) {
+        if self.is_closed() {
+            // Closed by a check during the evaluation, which could not abandon the registry
+            // it was being evaluated from.
             self.abandon_registered();
         }
         for waker in woken {
             waker.wake();
         }
         drop(finished);
-        self.ran.notify(usize::MAX);
-        self.settle();
     }
 
     /// Lets go of the loop lock, then evaluates the waits that registered meanwhile.
@@ -349,14 +358,7 @@ impl Shared {
                 self.registry.evaluate_arrivals(&mut woken, &mut finished);
             }
             drop(guard);
-            if self.is_closed() {
-                // Closed by a check during the evaluation.
-                self.abandon_registered();
-            }
-            for waker in woken {
-                waker.wake();
-            }
-            drop(finished);
+            self.wake_evaluated(woken, finished);
         }
     }
 
