@@ -52,6 +52,9 @@ pub enum Approach {
     /// 5. ffi-pump, completion-driven, turned by the fixture's ready descriptor (readiness), with
     ///    the interval timer at 1 s as a mere fallback, on the same tokio runtime.
     PumpReadiness,
+    /// 5. The same on a 2-thread smol executor, whose idle threads poll async-io's reactor
+    ///    themselves (on tokio, readiness reaches the pump through async-io's own thread).
+    PumpReadinessSmol,
     /// 5. ffi-pump, completion-driven, sleeping until the fixture's next deadline
     ///    (`build_with_deadline`), kicked once the ids are armed, on the same tokio runtime.
     PumpHinted,
@@ -59,7 +62,7 @@ pub enum Approach {
 
 impl Approach {
     /// Every approach, in table order.
-    pub const ALL: [Approach; 12] = [
+    pub const ALL: [Approach; 13] = [
         Approach::Naive,
         Approach::ThreadLocal,
         Approach::Atomic,
@@ -71,6 +74,7 @@ impl Approach {
         Approach::PumpSmol,
         Approach::PumpCompletions,
         Approach::PumpReadiness,
+        Approach::PumpReadinessSmol,
         Approach::PumpHinted,
     ];
 
@@ -88,6 +92,7 @@ impl Approach {
             Approach::PumpSmol => "ffi-pump-smol",
             Approach::PumpCompletions => "ffi-pump-completions",
             Approach::PumpReadiness => "ffi-pump-readiness",
+            Approach::PumpReadinessSmol => "ffi-pump-readiness-smol",
             Approach::PumpHinted => "ffi-pump-hinted",
         }
     }
@@ -114,6 +119,7 @@ impl Approach {
                 | Approach::PumpSmol
                 | Approach::PumpCompletions
                 | Approach::PumpReadiness
+                | Approach::PumpReadinessSmol
                 | Approach::PumpHinted
         )
     }
@@ -159,6 +165,7 @@ pub fn run(approach: Approach, workload: &Workload) -> Seen {
         Approach::PumpSmol => pump_smol(workload),
         Approach::PumpCompletions => pump_completions(workload, Turns::Interval),
         Approach::PumpReadiness => pump_completions(workload, Turns::Readiness),
+        Approach::PumpReadinessSmol => readiness_smol(workload),
         Approach::PumpHinted => pump_completions(workload, Turns::Deadlines),
     }
 }
@@ -429,17 +436,7 @@ fn pump_completions(workload: &Workload, turns: Turns) -> Seen {
     let rt = tokio_runtime();
     rt.block_on(async {
         let table = Completions::<u32, ()>::new();
-        let (fx, reporter) = (workload.fx.clone(), table.clone());
-        let mut finished = Vec::new();
-        let mut run_once = move || {
-            let _ = fx.run_once();
-            fx.take_ready(&mut finished);
-            for id in finished.drain(..) {
-                reporter.complete(id, ());
-            }
-            fx.next_deadline_ns()
-                .map(|at| Instant::now() + Duration::from_nanos(at.saturating_sub(now_ns())))
-        };
+        let mut run_once = completing(workload.fx.clone(), table.clone());
         let builder = Pump::builder();
         let pump = match turns {
             Turns::Interval => builder.interval(INTERVAL).build(move || {
@@ -474,6 +471,52 @@ fn pump_completions(workload: &Workload, turns: Turns) -> Seen {
         close_counting(&pump);
         seen
     })
+}
+
+/// The completion-driven run-once of the fixture: runs the loop, completes the ids it made
+/// ready, and returns its next deadline.
+fn completing(fx: Arc<FakeLoop>, table: Completions<u32, ()>) -> impl FnMut() -> Option<Instant> {
+    let mut finished = Vec::new();
+    move || {
+        let _ = fx.run_once();
+        fx.take_ready(&mut finished);
+        for id in finished.drain(..) {
+            table.complete(id, ());
+        }
+        fx.next_deadline_ns()
+            .map(|at| Instant::now() + Duration::from_nanos(at.saturating_sub(now_ns())))
+    }
+}
+
+/// [`Approach::PumpReadinessSmol`].
+fn readiness_smol(workload: &Workload) -> Seen {
+    let (executor, _stop) = smol_executor();
+    let table = Completions::<u32, ()>::new();
+    let mut run_once = completing(workload.fx.clone(), table.clone());
+    let pump = Pump::builder()
+        .interval(Duration::from_secs(1))
+        .run_on_readable(workload.fx.ready_fd().expect("the fixture's descriptor"))
+        .build(move || {
+            run_once();
+        })
+        .expect("valid settings");
+    executor.spawn(pump.run()).detach();
+    let seen = Collector::new(workload.n);
+    for id in 0..workload.n {
+        let (pump, table, seen) = (pump.clone(), table.clone(), seen.clone());
+        executor
+            .spawn(async move {
+                seen.start();
+                pump.wait_key(&table, id).await.expect("key wait completes");
+                seen.record(id);
+            })
+            .detach();
+    }
+    seen.all_started_blocking();
+    workload.arm();
+    let seen = seen.all_blocking();
+    close_counting(&pump);
+    seen
 }
 
 /// An `async-executor` (smol's executor) run by [`WORKERS`] threads until the returned sender
@@ -558,7 +601,7 @@ pub fn idle(approach: Approach, span: Duration) -> u64 {
                 pump.close();
             });
         }
-        Approach::PumpSmol => {
+        Approach::PumpSmol | Approach::PumpReadinessSmol => {
             let (executor, _stop) = smol_executor();
             let pump = pump_for(&fx, approach.strategy());
             executor.spawn(pump.run()).detach();

@@ -142,9 +142,9 @@ pub fn bytes_per_waiter(cells: &[Cell], approach: &str) -> Option<f64> {
 type Panel = (&'static str, f64, fn(&Cell) -> f64, bool);
 
 /// One color per approach, in [`Approach::ALL`](crate::peers::Approach::ALL) order.
-const COLORS: [&str; 12] = [
+const COLORS: [&str; 13] = [
     "#d62728", "#ff7f0e", "#bcbd22", "#9467bd", "#8c564b", "#1f77b4", "#17becf", "#2ca02c",
-    "#e377c2", "#7f7f7f", "#aec7e8", "#000000",
+    "#e377c2", "#7f7f7f", "#aec7e8", "#98df8a", "#000000",
 ];
 
 /// An SVG with two panels against N (log scale): e2e latency p99 (log scale) and CPU cores.

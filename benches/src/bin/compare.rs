@@ -387,8 +387,8 @@ fn targets(repeats: u32) {
     }
 }
 
-/// The event-driven rows, repeated at N = 10 000: ffi-pump turned by readiness and by deadline
-/// hints, side by side with the readiness-thread baseline in each repeat.
+/// The event-driven rows, repeated at N = 10 000: ffi-pump turned by readiness (on tokio and on
+/// smol) and by deadline hints, side by side with the readiness-thread baseline in each repeat.
 fn readiness(repeats: u32) {
     const N: u32 = 10_000;
     println!(
@@ -407,6 +407,7 @@ fn readiness(repeats: u32) {
         for c in [
             Ok(base.clone()),
             run(Approach::PumpReadiness),
+            run(Approach::PumpReadinessSmol),
             run(Approach::PumpHinted),
         ] {
             match c {
