@@ -490,7 +490,6 @@ fn completing(fx: Arc<FakeLoop>, table: Completions<u32, ()>) -> impl FnMut() ->
 
 /// [`Approach::PumpReadinessSmol`].
 fn readiness_smol(workload: &Workload) -> Seen {
-    let (executor, _stop) = smol_executor();
     let table = Completions::<u32, ()>::new();
     let mut run_once = completing(workload.fx.clone(), table.clone());
     let pump = Pump::builder()
@@ -500,23 +499,12 @@ fn readiness_smol(workload: &Workload) -> Seen {
             run_once();
         })
         .expect("valid settings");
-    executor.spawn(pump.run()).detach();
-    let seen = Collector::new(workload.n);
-    for id in 0..workload.n {
-        let (pump, table, seen) = (pump.clone(), table.clone(), seen.clone());
-        executor
-            .spawn(async move {
-                seen.start();
-                pump.wait_key(&table, id).await.expect("key wait completes");
-                seen.record(id);
-            })
-            .detach();
-    }
-    seen.all_started_blocking();
-    workload.arm();
-    let seen = seen.all_blocking();
-    close_counting(&pump);
-    seen
+    on_smol(workload, &pump, |id| {
+        let (pump, table) = (pump.clone(), table.clone());
+        async move {
+            pump.wait_key(&table, id).await.expect("key wait completes");
+        }
+    })
 }
 
 /// An `async-executor` (smol's executor) run by [`WORKERS`] threads until the returned sender
@@ -533,19 +521,33 @@ fn smol_executor() -> (Arc<Executor<'static>>, async_channel::Sender<()>) {
 
 /// Peer 5 on smol: the pump and the waits on a 2-thread smol executor.
 fn pump_smol(workload: &Workload) -> Seen {
-    let fx = &workload.fx;
+    let pump = pump_for(&workload.fx, Strategy::default());
+    on_smol(workload, &pump, |id| {
+        let (pump, fx) = (pump.clone(), workload.fx.clone());
+        async move {
+            pump.wait_until(move || fx.check(id))
+                .await
+                .expect("wait completes");
+        }
+    })
+}
+
+/// Runs `pump` and one task per id awaiting `wait(id)` on a fresh 2-thread smol executor, arms
+/// the ids once every waiter waits, and closes the pump when all saw their id.
+fn on_smol<W, F>(workload: &Workload, pump: &Pump, wait: W) -> Seen
+where
+    W: Fn(u32) -> F,
+    F: Future<Output = ()> + Send + 'static,
+{
     let (executor, _stop) = smol_executor();
-    let pump = pump_for(fx, Strategy::default());
     executor.spawn(pump.run()).detach();
     let seen = Collector::new(workload.n);
     for id in 0..workload.n {
-        let (pump, fx, seen) = (pump.clone(), fx.clone(), seen.clone());
+        let (wait, seen) = (wait(id), seen.clone());
         executor
             .spawn(async move {
                 seen.start();
-                pump.wait_until(move || fx.check(id))
-                    .await
-                    .expect("wait completes");
+                wait.await;
                 seen.record(id);
             })
             .detach();
@@ -553,7 +555,7 @@ fn pump_smol(workload: &Workload) -> Seen {
     seen.all_started_blocking();
     workload.arm();
     let seen = seen.all_blocking();
-    close_counting(&pump);
+    close_counting(pump);
     seen
 }
 
