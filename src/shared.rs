@@ -23,6 +23,12 @@ pub(crate) type Runner = Option<Box<dyn FnMut() -> Option<Instant> + Send>>;
 pub(crate) type LoopLock = Arc<Mutex<Runner>>;
 pub(crate) type LoopGuard = MutexGuardArc<Runner>;
 
+/// The future of [`Shared::lock_loop`].
+#[cfg(not(loom))]
+pub(crate) type LockLoop = async_lock::futures::LockArc<Runner>;
+#[cfg(loom)]
+pub(crate) type LockLoop = std::pin::Pin<Box<dyn std::future::Future<Output = LoopGuard> + Send>>;
+
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Config {
     pub(crate) interval: Duration,
@@ -75,6 +81,9 @@ pub(crate) struct Shared {
     skipped_ticks: AtomicU64,
     late_ticks: AtomicU64,
     kicks: AtomicU64,
+    /// Under loom: "the loop lock was let go", for [`lock_loop`](Shared::lock_loop).
+    #[cfg(loom)]
+    released: Arc<Event>,
 }
 
 impl Shared {
@@ -108,6 +117,8 @@ impl Shared {
             skipped_ticks: AtomicU64::new(0),
             late_ticks: AtomicU64::new(0),
             kicks: AtomicU64::new(0),
+            #[cfg(loom)]
+            released: Arc::new(Event::new()),
         })
     }
 
@@ -310,7 +321,7 @@ impl Shared {
             }
             outcome
         };
-        drop(guard);
+        self.release(guard);
         if outcome.is_err() {
             self.poison();
         }
@@ -335,8 +346,39 @@ impl Shared {
 
     /// Lets go of the loop lock, then evaluates the waits that registered meanwhile.
     pub(crate) fn unlock(&self, guard: LoopGuard) {
-        drop(guard);
+        self.release(guard);
         self.settle();
+    }
+
+    /// Lets go of the loop lock.
+    fn release(&self, guard: LoopGuard) {
+        drop(guard);
+        #[cfg(loom)]
+        self.released.notify(usize::MAX);
+    }
+
+    /// Waits for the loop lock: async-lock's `lock_arc`.
+    ///
+    /// Under loom, `try_lock_arc` retried on every release stands in: async-lock's slow path
+    /// turns to its fair mode once 500 µs of wall-clock time have passed, which loom cannot
+    /// replay, so a model waiting there is not deterministic. Every release of the loop lock goes
+    /// through [`release`](Shared::release), which tells the stand-in.
+    pub(crate) fn lock_loop(&self) -> LockLoop {
+        #[cfg(not(loom))]
+        return self.loop_lock.lock_arc();
+        #[cfg(loom)]
+        {
+            let (lock, released) = (self.loop_lock.clone(), self.released.clone());
+            Box::pin(async move {
+                loop {
+                    let listener = released.listen();
+                    if let Some(guard) = lock.try_lock_arc() {
+                        return guard;
+                    }
+                    listener.await;
+                }
+            })
+        }
     }
 
     /// Evaluates the pump-evaluated waits that registered while the loop lock was busy, if it is
@@ -357,7 +399,7 @@ impl Shared {
                 let _inside = Inside::enter(self.id());
                 self.registry.evaluate_arrivals(&mut woken, &mut finished);
             }
-            drop(guard);
+            self.release(guard);
             self.wake_evaluated(woken, finished);
         }
     }
@@ -375,7 +417,7 @@ impl Shared {
             return None;
         }
         // Waiters are checking their status; the run comes after them.
-        Some(self.loop_lock.lock_arc().await)
+        Some(self.lock_loop().await)
     }
 
     /// [`Pump::turn`](crate::Pump::turn): returns once a run that started after the call has
@@ -405,7 +447,7 @@ impl Shared {
                     continue;
                 }
                 // Held by waits checking their status, which is short; then run it here.
-                None => self.loop_lock.lock_arc().await,
+                None => self.lock_loop().await,
             };
             if self.round() > seen {
                 self.unlock(guard);

@@ -8,6 +8,10 @@
 //! - The crate's own locks and atomics (`src/sync.rs`), and those inside async-lock's `Mutex` and
 //!   event-listener's `Event` (their `loom` features), are loom's: loom schedules around every
 //!   one of them.
+//! - Waiting for the loop lock: async-lock's slow path turns fair after 500 µs of wall-clock
+//!   time, which loom cannot replay (a model waiting there was not deterministic: "unexpected
+//!   exploration state" under load), so under loom `Shared::lock_loop` retries `try_lock_arc` on
+//!   every release of the loop lock instead. The pump's protocol around the lock is unchanged.
 //! - async-io does not build under loom (its reactor parks with a timeout), so `src/reactor.rs`
 //!   swaps in timers that never fire. The models therefore turn the pump with `turn()` and
 //!   never poll a `Run`; they hold one only so that waits are admitted, as if a driver existed

@@ -6,12 +6,11 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use async_lock::futures::LockArc;
 use event_listener::EventListener;
 
 use super::Check;
 use crate::reentry::Inside;
-use crate::shared::{LoopGuard, Runner, Shared};
+use crate::shared::{LockLoop, LoopGuard, Shared};
 use crate::Error;
 
 enum State {
@@ -20,7 +19,7 @@ enum State {
     /// Listen, then check.
     Check,
     /// Waiting for the loop lock to check.
-    Locking(Pin<Box<LockArc<Runner>>>),
+    Locking(Pin<Box<LockLoop>>),
     /// Checked after round `seen` and failed: waiting for a later run.
     Listening {
         seen: u64,
@@ -98,7 +97,7 @@ impl<C: Check> Broadcast<C> {
                             }
                         }
                         None => {
-                            self.state = State::Locking(Box::pin(self.shared.loop_lock.lock_arc()));
+                            self.state = State::Locking(Box::pin(self.shared.lock_loop()));
                         }
                     }
                 }
