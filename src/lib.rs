@@ -40,8 +40,9 @@
 //! - One [`async_lock::Mutex`] guards the C library: holding it is the right to call into C.
 //! - The pump future ([`Pump::run`], or [`Pump::spawn`] to spawn it for you) ticks an
 //!   [`async_io::Timer`]. Each tick `try_lock`s the loop: the holder calls `run_once()`, bumps
-//!   the round counter and broadcasts "loop ran" on an [`event_listener::Event`]. Whoever finds a
-//!   run in progress waits for its end instead of running the loop again.
+//!   the round counter and broadcasts "loop ran" on an [`event_listener::Event`]. A tick that
+//!   finds a run in progress waits for its end instead of running the loop again; a
+//!   [`Pump::turn`] returns only after a run that started after it was called.
 //! - A wait ([`Pump::wait_until`], [`Pump::wait_for`]) hands its check to the pump, which runs
 //!   every registered check right after each run, under the same lock, and wakes only the waits
 //!   whose check succeeded ([`Strategy::PumpEvaluated`], the default). With
