@@ -3,35 +3,61 @@
 //!
 //! Waits register into a short `incoming` list, so registering never waits for an evaluation in
 //! progress; the next holder of the loop lock moves them into the slab and evaluates them (see
-//! [`Shared::settle`](crate::shared::Shared::settle)). A wait that gives up only marks its entry
-//! cancelled; the pump drops it when it next meets it, or when it goes idle. User code other than
-//! the checks (the drop of what a check captured) never runs under these locks.
+//! [`Shared::settle`](crate::shared::Shared::settle)). The slab owns the checks, so evaluating one
+//! takes no lock of its own: the pass over thousands of entries is plain loads and calls.
+//!
+//! A wait that gives up marks its entry cancelled, and must then know that no check of it is
+//! running or will run (its C object may be freed next). The evaluating thread announces which
+//! block of [`BLOCK`] keys it is in ([`Registry::evaluating`]) and reads the cancelled marks after
+//! that announcement; the wait reads the announcement after its mark. A fence on each side
+//! orders the two, so either the evaluator sees the mark, or the wait sees that its block is
+//! being evaluated and waits for the evaluator to leave it ([`Registry::wait_out`]): a few checks.
+//! One fence per block of checks instead of a lock per check. The pump drops a cancelled entry
+//! when it next meets it, or when it goes idle. User code other than the checks (the drop of
+//! what a check captured) never runs under these locks.
 
-use std::sync::atomic::Ordering::SeqCst;
-use std::sync::Arc;
+use std::sync::atomic::Ordering::{Acquire, Release, SeqCst};
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
-use crate::sync::{lock, AtomicBool, Mutex, MutexGuard};
+use crate::sync::{fence, lock, spin_step, AtomicBool, AtomicUsize, Mutex, MutexGuard};
 
-/// A registered check, as the pump sees it.
-pub(crate) trait Evaluate: Send + Sync {
+/// A registered check, as the evaluating thread sees it.
+pub(crate) trait Evaluate: Send {
     /// Runs the check once, unless the wait gave up. `Some(waker)` when the entry is finished
     /// (completed, its check panicked, or cancelled): the pump removes it and wakes the waker.
-    fn evaluate(&self) -> Option<Option<Waker>>;
+    ///
+    /// Called only under the loop lock, inside an announced block (or before the entry is in
+    /// the registry at all).
+    fn evaluate(&mut self) -> Option<Option<Waker>>;
 
     /// Whether the wait gave up on this entry.
     fn is_cancelled(&self) -> bool;
 
     /// The waker of a wait that will never complete, because the pump closed.
     fn abandon(&self) -> Option<Waker>;
+
+    /// Tells the wait under which key its entry sits in the slab.
+    fn admitted(&self, key: usize);
 }
 
-/// The registry's side of a wait, shared with the wait's future.
-pub(crate) type Entry = Arc<dyn Evaluate>;
+/// The registry's side of a wait: the check, owned by the registry once registered.
+pub(crate) type Entry = Box<dyn Evaluate>;
 
 /// Entries evaluated between two looks at the clock.
 const CLOCK_STRIDE: usize = 64;
+
+/// Keys per announced block: a cancelling wait may wait for up to this many checks.
+const BLOCK: usize = 64;
+
+/// [`Registry::evaluating`]: nothing is being evaluated.
+const NO_BLOCK: usize = usize::MAX;
+
+/// [`Registry::evaluating`]: entries at any key may be (the arrivals, wherever they landed).
+const ANY_BLOCK: usize = usize::MAX - 1;
+
+/// An entry's key before it is admitted into the slab.
+pub(crate) const NOT_ADMITTED: usize = usize::MAX;
 
 #[derive(Default)]
 struct Incoming {
@@ -66,12 +92,18 @@ impl Slab {
     /// Evaluates the entry under `key`, moving a finished one to `finished` and its waker to
     /// `woken`.
     fn evaluate(&mut self, key: usize, woken: &mut Vec<Waker>, finished: &mut Vec<Entry>) {
-        let Some(entry) = &self.entries[key] else {
+        let Some(entry) = &mut self.entries[key] else {
             return;
         };
         if let Some(waker) = entry.evaluate() {
             finished.extend(self.remove(key));
             woken.extend(waker);
+        }
+    }
+
+    fn admitted(&self, key: usize) {
+        if let Some(entry) = &self.entries[key] {
+            entry.admitted(key);
         }
     }
 
@@ -92,12 +124,25 @@ impl Slab {
     }
 }
 
-#[derive(Default)]
 pub(crate) struct Registry {
     incoming: Mutex<Incoming>,
     /// Whether `incoming` holds entries nobody has evaluated yet; changed under its lock.
     arrived: AtomicBool,
     slab: Mutex<Slab>,
+    /// The block of keys whose checks may be running: `key / BLOCK`, [`ANY_BLOCK`] or
+    /// [`NO_BLOCK`]. Written by the holder of the loop lock only.
+    evaluating: AtomicUsize,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Registry {
+            incoming: Mutex::default(),
+            arrived: AtomicBool::new(false),
+            slab: Mutex::default(),
+            evaluating: AtomicUsize::new(NO_BLOCK),
+        }
+    }
 }
 
 impl Registry {
@@ -122,7 +167,9 @@ impl Registry {
         if incoming.closed {
             return Err(entry);
         }
-        lock(&self.slab).insert(entry);
+        let mut slab = lock(&self.slab);
+        let key = slab.insert(entry);
+        slab.admitted(key);
         Ok(())
     }
 
@@ -143,6 +190,7 @@ impl Registry {
         // Taken, not drained: a burst of registrations does not keep its memory.
         for entry in std::mem::take(&mut incoming.entries) {
             let key = slab.insert(entry);
+            slab.admitted(key);
             if let Some(keys) = keys.as_mut() {
                 keys.push(key);
             }
@@ -155,9 +203,11 @@ impl Registry {
     pub(crate) fn evaluate_arrivals(&self, woken: &mut Vec<Waker>, finished: &mut Vec<Entry>) {
         let mut keys = Vec::new();
         let mut slab = self.admit(Some(&mut keys));
+        self.announce(ANY_BLOCK);
         for key in keys {
             slab.evaluate(key, woken, finished);
         }
+        self.announce(NO_BLOCK);
     }
 
     /// Evaluates entries, starting where the last evaluation stopped, until all were seen or
@@ -177,17 +227,53 @@ impl Registry {
         let deadline = Instant::now().checked_add(budget);
         let size = slab.entries.len();
         let start = slab.cursor % size;
+        slab.cursor = start;
         for step in 0..size {
             let key = (start + step) % size;
             if step % CLOCK_STRIDE == CLOCK_STRIDE - 1
                 && deadline.is_some_and(|d| Instant::now() >= d)
             {
                 slab.cursor = key;
-                return;
+                break;
+            }
+            if step == 0 || key % BLOCK == 0 {
+                self.announce(key / BLOCK);
             }
             slab.evaluate(key, woken, finished);
         }
-        slab.cursor = start;
+        self.announce(NO_BLOCK);
+    }
+
+    /// Says which block of keys may have checks running from now on, then makes the cancelled
+    /// marks set before [`wait_out`](Registry::wait_out) looked at it visible to them.
+    fn announce(&self, block: usize) {
+        // Release: a wait that sees the next block also sees the checks of this one ended.
+        self.evaluating.store(block, Release);
+        fence(SeqCst);
+    }
+
+    /// Returns once no check of the entry whose key is in `key` runs or will run, given that
+    /// its wait marked it cancelled before (and fenced, see [`fence_cancel`]).
+    ///
+    /// Waits at most for the evaluator to leave the entry's block. Must not be called by the
+    /// evaluating thread (from inside a check), which would wait for itself.
+    pub(crate) fn wait_out(&self, key: &AtomicUsize) {
+        let mut step = 0;
+        loop {
+            let block = self.evaluating.load(Acquire);
+            let key = key.load(Acquire);
+            let running = match block {
+                NO_BLOCK => false,
+                ANY_BLOCK => true,
+                block => key != NOT_ADMITTED && key / BLOCK == block,
+            };
+            if !running {
+                return;
+            }
+            while self.evaluating.load(Acquire) == block {
+                spin_step(&mut step);
+            }
+        }
     }
 
     /// Drops the entries of waits that gave up: for a pump going idle, which evaluates nothing
@@ -219,4 +305,10 @@ impl Registry {
             .filter_map(|entry| entry.abandon())
             .collect()
     }
+}
+
+/// The wait's half of the protocol in the module docs: after marking its entry cancelled and
+/// before [`Registry::wait_out`].
+pub(crate) fn fence_cancel() {
+    fence(SeqCst);
 }

@@ -6,12 +6,12 @@
 //! `Weak` nor unsized coercion, and reference counts are not what the models check.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize};
 #[cfg(loom)]
 pub(crate) use loom::sync::{Mutex, MutexGuard};
 
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize};
 #[cfg(not(loom))]
 pub(crate) use std::sync::{Mutex, MutexGuard};
 
@@ -23,4 +23,25 @@ use std::sync::PoisonError;
 /// `catch_unwind`; a poisoned lock therefore never holds half-updated data.
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// One step of a short spin: waiting for another thread to finish a few status checks.
+///
+/// Spins first (the wait is usually over within microseconds), then yields the thread. Under
+/// loom every step yields, as loom requires of spin loops.
+pub(crate) fn spin_step(step: &mut u32) {
+    #[cfg(loom)]
+    {
+        let _ = step;
+        loom::thread::yield_now();
+    }
+    #[cfg(not(loom))]
+    {
+        if *step < 64 {
+            *step += 1;
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+    }
 }

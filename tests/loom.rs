@@ -200,3 +200,44 @@ fn dropping_a_notified_wait_does_not_swallow_another_wake_up() {
         });
     }
 }
+
+/// (e) Once dropping a wait has returned, its check never runs again, however the drop
+/// interleaves with the pump evaluating it (the C object it looks at may be freed next).
+#[test]
+fn a_dropped_waits_check_never_runs_again() {
+    loom::model(|| {
+        let c = Arc::new(CLoop::default());
+        let pump = pump(Strategy::PumpEvaluated, &c);
+        let _driver = pump.run();
+        let dropped = Arc::new(AtomicBool::new(false));
+        let late_checks = Arc::new(AtomicUsize::new(0));
+        let wait = {
+            let (dropped, late_checks) = (dropped.clone(), late_checks.clone());
+            pump.wait_until(move || {
+                if dropped.load(SeqCst) {
+                    late_checks.fetch_add(1, SeqCst);
+                }
+                false
+            })
+        };
+        let dropper = {
+            let dropped = dropped.clone();
+            thread::spawn(move || {
+                // Boxed, so that `drop` drops the future itself.
+                let mut wait = Box::pin(wait);
+                // Registers it (the loop lock may be busy with the turn), then drops it.
+                let polled = block_on(std::future::poll_fn(|cx| {
+                    Poll::Ready(wait.as_mut().poll(cx))
+                }));
+                assert!(polled.is_pending());
+                drop(wait);
+                dropped.store(true, SeqCst);
+            })
+        };
+        assert_eq!(block_on(pump.turn()), Ok(()));
+        dropper.join().unwrap();
+        assert_eq!(block_on(pump.turn()), Ok(()));
+        assert_eq!(late_checks.load(SeqCst), 0);
+        assert_eq!(pump.stats().pending_waits, 0);
+    });
+}

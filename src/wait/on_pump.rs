@@ -2,16 +2,17 @@
 //! after each run of the loop, waking the wait only once it succeeded.
 
 use std::any::Any;
+use std::marker::PhantomData;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use super::Check;
-use crate::reentry::Inside;
-use crate::registry::{Entry, Evaluate};
+use crate::reentry::{self, Inside};
+use crate::registry::{self, Entry, Evaluate, NOT_ADMITTED};
 use crate::shared::Shared;
-use crate::sync::{lock, AtomicBool, Mutex};
+use crate::sync::{lock, AtomicBool, AtomicUsize, Mutex};
 use crate::Error;
 
 enum Outcome<T> {
@@ -26,19 +27,17 @@ enum Outcome<T> {
     Taken,
 }
 
-/// One pump-evaluated wait, shared by its future and its registry entry: one allocation, so the
-/// pump's pass over thousands of entries touches one place per entry.
-struct Node<C, T> {
-    /// Set by the wait when it gives up, under the check lock; read by the pump before every
-    /// check, under the same lock.
+/// The state of one pump-evaluated wait that its future and the registry share.
+struct Node<T> {
+    /// Set by the wait when it gives up; read by the evaluator before every check (see the
+    /// [registry](crate::registry)'s protocol).
     cancelled: AtomicBool,
-    /// Called by the pump (or the wait's first poll) under the loop lock; the wait takes this
-    /// lock only to cancel.
-    check: Mutex<C>,
+    /// The entry's key in the registry's slab, once admitted.
+    key: AtomicUsize,
     outcome: Mutex<Outcome<T>>,
 }
 
-impl<C, T> Node<C, T> {
+impl<T> Node<T> {
     /// Completes the wait; the waker to wake, if the wait had polled.
     fn complete(&self, outcome: Outcome<T>) -> Option<Waker> {
         match std::mem::replace(&mut *lock(&self.outcome), outcome) {
@@ -48,33 +47,42 @@ impl<C, T> Node<C, T> {
     }
 }
 
-impl<C, T> Evaluate for Node<C, T>
+/// The registry's entry of a pump-evaluated wait: its check, which only the holder of the loop
+/// lock calls, and the shared state.
+struct Evaluator<C, T> {
+    node: Arc<Node<T>>,
+    check: C,
+}
+
+impl<C, T> Evaluate for Evaluator<C, T>
 where
     C: Check<Output = T> + Send,
     T: Send,
 {
-    fn evaluate(&self) -> Option<Option<Waker>> {
-        let mut check = lock(&self.check);
-        // Read under the check lock, which `cancel` takes too: once a wait has given up, its
-        // check never runs again (its C object may be gone).
+    fn evaluate(&mut self) -> Option<Option<Waker>> {
+        // Once a wait has given up, its check never runs again (its C object may be gone).
         if self.is_cancelled() {
             return Some(None);
         }
-        let outcome = match catch_unwind(AssertUnwindSafe(|| check.check())) {
+        let outcome = match catch_unwind(AssertUnwindSafe(|| self.check.check())) {
             Ok(None) => return None,
             Ok(Some(value)) => Outcome::Ready(value),
             Err(panic) => Outcome::CheckPanicked(panic),
         };
-        drop(check);
-        Some(self.complete(outcome))
+        Some(self.node.complete(outcome))
     }
 
     fn is_cancelled(&self) -> bool {
-        self.cancelled.load(Ordering::Relaxed)
+        self.node.cancelled.load(Ordering::Relaxed)
     }
 
     fn abandon(&self) -> Option<Waker> {
-        self.complete(Outcome::Abandoned)
+        self.node.complete(Outcome::Abandoned)
+    }
+
+    fn admitted(&self, key: usize) {
+        // Release: a wait that sees the block of this key announced sees the key too.
+        self.node.key.store(key, Ordering::Release);
     }
 }
 
@@ -88,8 +96,9 @@ enum Phase {
 /// The wait's side of a pump-evaluated wait.
 pub(crate) struct OnPump<C, T> {
     shared: Arc<Shared>,
-    node: Arc<Node<C, T>>,
+    node: Arc<Node<T>>,
     phase: Phase,
+    _check: PhantomData<fn(C)>,
 }
 
 impl<C, T> OnPump<C, T>
@@ -100,14 +109,18 @@ where
     pub(crate) fn new(shared: Arc<Shared>, check: C) -> Self {
         let node = Arc::new(Node {
             cancelled: AtomicBool::new(false),
-            check: Mutex::new(check),
+            key: AtomicUsize::new(NOT_ADMITTED),
             outcome: Mutex::new(Outcome::Waiting(None)),
         });
-        let entry: Entry = node.clone();
+        let entry: Entry = Box::new(Evaluator {
+            node: node.clone(),
+            check,
+        });
         OnPump {
             shared,
             node,
             phase: Phase::New(entry),
+            _check: PhantomData,
         }
     }
 }
@@ -116,7 +129,7 @@ impl<C, T> OnPump<C, T> {
     /// First poll: the check runs at once if the loop lock is free (the fast path); if that fails
     /// the entry joins the registry for the pump to evaluate after each run. If the lock is busy,
     /// it joins as not yet evaluated, and its holder evaluates it on letting go.
-    fn register(&mut self, entry: Entry, waker: &Waker) -> Result<(), Error> {
+    fn register(&mut self, mut entry: Entry, waker: &Waker) -> Result<(), Error> {
         self.shared.admit_wait()?;
         *lock(&self.node.outcome) = Outcome::Waiting(Some(waker.clone()));
         let guard = match self.shared.loop_lock.try_lock_arc() {
@@ -203,12 +216,17 @@ impl<C, T> OnPump<C, T> {
     }
 
     /// Gives up (timed out or dropped): the check is never called again once this returns (a
-    /// run of it in progress on the pump finishes first); the pump drops the entry when it next
-    /// meets it.
+    /// run of it in progress on the pump finishes first, a matter of the few checks of its
+    /// block); the pump drops the entry when it next meets it.
     pub(crate) fn cancel(&mut self) {
         if let Phase::Registered = self.phase {
-            let _no_check_running = lock(&self.node.check);
             self.node.cancelled.store(true, Ordering::Relaxed);
+            registry::fence_cancel();
+            // From inside a check on the evaluating thread, the evaluation is this thread's own
+            // and reads the mark before any later check.
+            if !reentry::is_inside(self.shared.id()) {
+                self.shared.registry.wait_out(&self.node.key);
+            }
         }
         self.finish();
     }
