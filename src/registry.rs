@@ -8,15 +8,17 @@
 //!
 //! A wait that gives up marks its entry cancelled, and must then know that no check of it is
 //! running or will run (its C object may be freed next). The evaluating thread announces which
-//! block of [`BLOCK`] keys it is in ([`Registry::evaluating`]) and reads the cancelled marks after
-//! that announcement; the wait reads the announcement after its mark. A fence on each side
-//! orders the two, so either the evaluator sees the mark, or the wait sees that its block is
-//! being evaluated and waits for the evaluator to leave it ([`Registry::wait_out`]): a few checks.
-//! One fence per block of checks instead of a lock per check. The pump drops a cancelled entry
-//! when it next meets it, or when it goes idle. User code other than the checks (the drop of
-//! what a check captured) never runs under these locks.
+//! block of [`BLOCK`] keys it is in ([`Registry::evaluating`]), then reads how many entries are
+//! marked ([`Registry::marked`]) and, if any are, each entry's mark before its check; the wait
+//! counts and marks itself, then reads the announcement. A fence on each side orders the two, so
+//! either the evaluator sees the mark, or the wait sees that its block is being evaluated and
+//! waits for the evaluator to leave it ([`Registry::wait_out`]): a few checks. One fence per
+//! block of checks instead of a lock per check, and while nobody gives up, the pass touches only
+//! the checks themselves. The pump drops a cancelled entry when it next meets it, or when it goes
+//! idle. User code other than the checks (the drop of what a check captured) never runs under
+//! these locks.
 
-use std::sync::atomic::Ordering::{Acquire, Release, SeqCst};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
@@ -24,12 +26,14 @@ use crate::sync::{fence, lock, spin_step, AtomicBool, AtomicUsize, Mutex, MutexG
 
 /// A registered check, as the evaluating thread sees it.
 pub(crate) trait Evaluate: Send {
-    /// Runs the check once, unless the wait gave up. `Some(waker)` when the entry is finished
-    /// (completed, its check panicked, or cancelled): the pump removes it and wakes the waker.
+    /// Runs the check once, unless `look_for_mark` and the wait gave up. `Some` when the entry is
+    /// finished (completed, its check panicked, or cancelled): the pump removes it and wakes the
+    /// waker.
     ///
     /// Called only under the loop lock, inside an announced block (or before the entry is in
-    /// the registry at all).
-    fn evaluate(&mut self) -> Option<Option<Waker>>;
+    /// the registry at all), with `look_for_mark` unless no entry was marked when the block was
+    /// announced.
+    fn evaluate(&mut self, look_for_mark: bool) -> Option<Finished>;
 
     /// Whether the wait gave up on this entry.
     fn is_cancelled(&self) -> bool;
@@ -39,6 +43,14 @@ pub(crate) trait Evaluate: Send {
 
     /// Tells the wait under which key its entry sits in the slab.
     fn admitted(&self, key: usize);
+}
+
+/// An entry that leaves the registry.
+pub(crate) struct Finished {
+    /// The wait's waker, if it polled and did not give up.
+    pub(crate) waker: Option<Waker>,
+    /// Whether it was marked cancelled (and counted in [`Registry::marked`]).
+    pub(crate) marked: bool,
 }
 
 /// The registry's side of a wait: the check, owned by the registry once registered.
@@ -91,14 +103,24 @@ impl Slab {
 
     /// Evaluates the entry under `key`, moving a finished one to `finished` and its waker to
     /// `woken`.
-    fn evaluate(&mut self, key: usize, woken: &mut Vec<Waker>, finished: &mut Vec<Entry>) {
+    ///
+    /// Returns whether it removed an entry that was marked cancelled.
+    fn evaluate(
+        &mut self,
+        key: usize,
+        look_for_mark: bool,
+        woken: &mut Vec<Waker>,
+        finished: &mut Vec<Entry>,
+    ) -> bool {
         let Some(entry) = &mut self.entries[key] else {
-            return;
+            return false;
         };
-        if let Some(waker) = entry.evaluate() {
-            finished.extend(self.remove(key));
-            woken.extend(waker);
-        }
+        let Some(Finished { waker, marked }) = entry.evaluate(look_for_mark) else {
+            return false;
+        };
+        finished.extend(self.remove(key));
+        woken.extend(waker);
+        marked
     }
 
     fn admitted(&self, key: usize) {
@@ -132,6 +154,9 @@ pub(crate) struct Registry {
     /// The block of keys whose checks may be running: `key / BLOCK`, [`ANY_BLOCK`] or
     /// [`NO_BLOCK`]. Written by the holder of the loop lock only.
     evaluating: AtomicUsize,
+    /// Entries marked cancelled and not yet removed (at least: a wait counts itself before it
+    /// marks its entry).
+    marked: AtomicUsize,
 }
 
 impl Default for Registry {
@@ -141,6 +166,7 @@ impl Default for Registry {
             arrived: AtomicBool::new(false),
             slab: Mutex::default(),
             evaluating: AtomicUsize::new(NO_BLOCK),
+            marked: AtomicUsize::new(0),
         }
     }
 }
@@ -203,11 +229,13 @@ impl Registry {
     pub(crate) fn evaluate_arrivals(&self, woken: &mut Vec<Waker>, finished: &mut Vec<Entry>) {
         let mut keys = Vec::new();
         let mut slab = self.admit(Some(&mut keys));
-        self.announce(ANY_BLOCK);
+        let look_for_marks = self.announce(ANY_BLOCK);
+        let mut removed = 0;
         for key in keys {
-            slab.evaluate(key, woken, finished);
+            removed += usize::from(slab.evaluate(key, look_for_marks, woken, finished));
         }
         self.announce(NO_BLOCK);
+        self.unmark(removed);
     }
 
     /// Evaluates entries, starting where the last evaluation stopped, until all were seen or
@@ -228,6 +256,8 @@ impl Registry {
         let size = slab.entries.len();
         let start = slab.cursor % size;
         slab.cursor = start;
+        let mut look_for_marks = false;
+        let mut removed = 0;
         for step in 0..size {
             let key = (start + step) % size;
             if step % CLOCK_STRIDE == CLOCK_STRIDE - 1
@@ -237,19 +267,36 @@ impl Registry {
                 break;
             }
             if step == 0 || key % BLOCK == 0 {
-                self.announce(key / BLOCK);
+                look_for_marks = self.announce(key / BLOCK);
             }
-            slab.evaluate(key, woken, finished);
+            removed += usize::from(slab.evaluate(key, look_for_marks, woken, finished));
         }
         self.announce(NO_BLOCK);
+        self.unmark(removed);
     }
 
-    /// Says which block of keys may have checks running from now on, then makes the cancelled
-    /// marks set before [`wait_out`](Registry::wait_out) looked at it visible to them.
-    fn announce(&self, block: usize) {
+    /// Says which block of keys may have checks running from now on; returns whether any entry
+    /// is marked cancelled, in which case the checks of the block must look at their marks.
+    ///
+    /// A wait that saw an earlier announcement marked its entry (and counted it) before its
+    /// fence, so after this fence the count and the mark are visible here.
+    fn announce(&self, block: usize) -> bool {
         // Release: a wait that sees the next block also sees the checks of this one ended.
         self.evaluating.store(block, Release);
         fence(SeqCst);
+        self.marked.load(Relaxed) > 0
+    }
+
+    /// Counts a wait about to mark its entry cancelled.
+    pub(crate) fn count_mark(&self) {
+        self.marked.fetch_add(1, Relaxed);
+    }
+
+    /// Uncounts `n` marks: their entries left the slab, or their waits found them finished.
+    pub(crate) fn unmark(&self, n: usize) {
+        if n > 0 {
+            self.marked.fetch_sub(n, Relaxed);
+        }
     }
 
     /// Returns once no check of the entry whose key is in `key` runs or will run, given that
@@ -288,6 +335,7 @@ impl Registry {
         }
         slab.shrink_if_empty();
         drop(slab);
+        self.unmark(cancelled.len());
         drop(cancelled);
     }
 
@@ -307,8 +355,8 @@ impl Registry {
     }
 }
 
-/// The wait's half of the protocol in the module docs: after marking its entry cancelled and
-/// before [`Registry::wait_out`].
+/// The wait's half of the protocol in the module docs: after counting and marking its entry
+/// cancelled and before [`Registry::wait_out`].
 pub(crate) fn fence_cancel() {
     fence(SeqCst);
 }

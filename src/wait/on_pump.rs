@@ -10,9 +10,9 @@ use std::task::{Context, Poll, Waker};
 
 use super::Check;
 use crate::reentry::{self, Inside};
-use crate::registry::{self, Entry, Evaluate, NOT_ADMITTED};
+use crate::registry::{self, Entry, Evaluate, Finished, NOT_ADMITTED};
 use crate::shared::Shared;
-use crate::sync::{lock, AtomicBool, AtomicUsize, Mutex};
+use crate::sync::{lock, AtomicUsize, Mutex};
 use crate::Error;
 
 enum Outcome<T> {
@@ -29,13 +29,20 @@ enum Outcome<T> {
 
 /// The state of one pump-evaluated wait that its future and the registry share.
 struct Node<T> {
-    /// Set by the wait when it gives up; read by the evaluator before every check (see the
-    /// [registry](crate::registry)'s protocol).
-    cancelled: AtomicBool,
+    /// [`PENDING`], then [`CANCELLED`] (the wait gave up) or [`FINISHED`] (the registry is done
+    /// with the entry), never both; see the [registry](crate::registry)'s protocol.
+    state: AtomicUsize,
     /// The entry's key in the registry's slab, once admitted.
     key: AtomicUsize,
     outcome: Mutex<Outcome<T>>,
 }
+
+/// [`Node::state`]: the entry is (or will be) in the registry, its check may run.
+const PENDING: usize = 0;
+/// [`Node::state`]: the wait gave up; its check must not run again.
+const CANCELLED: usize = 1;
+/// [`Node::state`]: the check succeeded or panicked; the registry removes the entry.
+const FINISHED: usize = 2;
 
 impl<T> Node<T> {
     /// Completes the wait; the waker to wake, if the wait had polled.
@@ -59,21 +66,30 @@ where
     C: Check<Output = T> + Send,
     T: Send,
 {
-    fn evaluate(&mut self) -> Option<Option<Waker>> {
+    fn evaluate(&mut self, look_for_mark: bool) -> Option<Finished> {
         // Once a wait has given up, its check never runs again (its C object may be gone).
-        if self.is_cancelled() {
-            return Some(None);
+        if look_for_mark && self.is_cancelled() {
+            return Some(Finished {
+                waker: None,
+                marked: true,
+            });
         }
         let outcome = match catch_unwind(AssertUnwindSafe(|| self.check.check())) {
             Ok(None) => return None,
             Ok(Some(value)) => Outcome::Ready(value),
             Err(panic) => Outcome::CheckPanicked(panic),
         };
-        Some(self.node.complete(outcome))
+        // A wait giving up meanwhile waits for this block to end; it finds the entry finished, or
+        // it marked it first and the mark is uncounted here.
+        let marked = self.node.state.swap(FINISHED, Ordering::AcqRel) == CANCELLED;
+        Some(Finished {
+            waker: self.node.complete(outcome),
+            marked,
+        })
     }
 
     fn is_cancelled(&self) -> bool {
-        self.node.cancelled.load(Ordering::Relaxed)
+        self.node.state.load(Ordering::Acquire) == CANCELLED
     }
 
     fn abandon(&self) -> Option<Waker> {
@@ -108,7 +124,7 @@ where
 {
     pub(crate) fn new(shared: Arc<Shared>, check: C) -> Self {
         let node = Arc::new(Node {
-            cancelled: AtomicBool::new(false),
+            state: AtomicUsize::new(PENDING),
             key: AtomicUsize::new(NOT_ADMITTED),
             outcome: Mutex::new(Outcome::Waiting(None)),
         });
@@ -136,7 +152,7 @@ impl<C, T> OnPump<C, T> {
             Some(guard) => {
                 let finished = {
                     let _inside = Inside::enter(self.shared.id());
-                    entry.evaluate().is_some()
+                    entry.evaluate(false).is_some()
                 };
                 if finished {
                     self.shared.unlock(guard);
@@ -220,12 +236,24 @@ impl<C, T> OnPump<C, T> {
     /// block); the pump drops the entry when it next meets it.
     pub(crate) fn cancel(&mut self) {
         if let Phase::Registered = self.phase {
-            self.node.cancelled.store(true, Ordering::Relaxed);
-            registry::fence_cancel();
-            // From inside a check on the evaluating thread, the evaluation is this thread's own
-            // and reads the mark before any later check.
-            if !reentry::is_inside(self.shared.id()) {
-                self.shared.registry.wait_out(&self.node.key);
+            let registry = &self.shared.registry;
+            // Counted before marked, so the count never falls behind the marks.
+            registry.count_mark();
+            let marked = self
+                .node
+                .state
+                .compare_exchange(PENDING, CANCELLED, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok();
+            if !marked {
+                // Finished: its check already ran for the last time.
+                registry.unmark(1);
+            } else {
+                registry::fence_cancel();
+                // From inside a check on the evaluating thread, the evaluation is this thread's
+                // own and looks at the mark before any later check.
+                if !reentry::is_inside(self.shared.id()) {
+                    registry.wait_out(&self.node.key);
+                }
             }
         }
         self.finish();
