@@ -10,7 +10,7 @@ use async_lock::{Mutex, MutexGuardArc};
 use event_listener::{listener, Event, EventListener};
 
 use crate::reentry::{self, Inside};
-use crate::registry::{Entry, Registry};
+use crate::registry::{Registry, Removed};
 use crate::sync::{lock, AtomicBool, AtomicU64, AtomicUsize, MutexGuard};
 use crate::{Error, Stats, Strategy};
 
@@ -332,7 +332,7 @@ impl Shared {
 
     /// After an evaluation, with the loop lock released: wakes the waits whose check succeeded
     /// and drops the finished entries (what their checks captured may run user code on drop).
-    fn wake_evaluated(&self, woken: Vec<Waker>, finished: Vec<Entry>) {
+    fn wake_evaluated(&self, woken: Vec<Waker>, finished: Vec<Removed>) {
         if self.is_closed() {
             // Closed by a check during the evaluation, which could not abandon the registry
             // it was being evaluated from.

@@ -12,7 +12,7 @@ use super::Check;
 use crate::reentry::{self, Inside};
 use crate::registry::{self, Entry, Evaluate, Finished, NOT_ADMITTED};
 use crate::shared::Shared;
-use crate::sync::{lock, AtomicUsize, Mutex};
+use crate::sync::{lock, AtomicU64, AtomicUsize, Mutex};
 use crate::Error;
 
 enum Outcome<T> {
@@ -32,8 +32,8 @@ struct Node<T> {
     /// [`PENDING`], then [`CANCELLED`] (the wait gave up) or [`FINISHED`] (the registry is done
     /// with the entry), never both; see the [registry](crate::registry)'s protocol.
     state: AtomicUsize,
-    /// The entry's key in the registry's slab, once admitted.
-    key: AtomicUsize,
+    /// Where the registry stores the entry, once admitted.
+    place: AtomicU64,
     outcome: Mutex<Outcome<T>>,
 }
 
@@ -56,15 +56,15 @@ impl<T> Node<T> {
 
 /// The registry's entry of a pump-evaluated wait: its check, which only the holder of the loop
 /// lock calls, and the shared state.
-struct Evaluator<C, T> {
+struct Slot<C, T> {
     node: Arc<Node<T>>,
     check: C,
 }
 
-impl<C, T> Evaluate for Evaluator<C, T>
+impl<C, T> Evaluate for Slot<C, T>
 where
-    C: Check<Output = T> + Send,
-    T: Send,
+    C: Check<Output = T> + Send + 'static,
+    T: Send + 'static,
 {
     fn evaluate(&mut self, look_for_mark: bool) -> Option<Finished> {
         // Once a wait has given up, its check never runs again (its C object may be gone).
@@ -96,9 +96,9 @@ where
         self.node.complete(Outcome::Abandoned)
     }
 
-    fn admitted(&self, key: usize) {
-        // Release: a wait that sees the block of this key announced sees the key too.
-        self.node.key.store(key, Ordering::Release);
+    fn admitted(&self, place: u64) {
+        // Release: a wait that sees the block of this place announced sees the place too.
+        self.node.place.store(place, Ordering::Release);
     }
 }
 
@@ -125,10 +125,10 @@ where
     pub(crate) fn new(shared: Arc<Shared>, check: C) -> Self {
         let node = Arc::new(Node {
             state: AtomicUsize::new(PENDING),
-            key: AtomicUsize::new(NOT_ADMITTED),
+            place: AtomicU64::new(NOT_ADMITTED),
             outcome: Mutex::new(Outcome::Waiting(None)),
         });
-        let entry: Entry = Box::new(Evaluator {
+        let entry: Entry = Box::new(Slot {
             node: node.clone(),
             check,
         });
@@ -252,7 +252,7 @@ impl<C, T> OnPump<C, T> {
                 // From inside a check on the evaluating thread, the evaluation is this thread's
                 // own and looks at the mark before any later check.
                 if !reentry::is_inside(self.shared.id()) {
-                    registry.wait_out(&self.node.key);
+                    registry.wait_out(&self.node.place);
                 }
             }
         }

@@ -1,0 +1,175 @@
+//! A column of the registry: the entries of one check type, stored inline in one vector, so the
+//! pump's pass over them is a monomorphic loop over contiguous memory (no box, no virtual call,
+//! no lock per check).
+
+use std::any::Any;
+use std::task::Waker;
+use std::time::Instant;
+
+use super::{Evaluate, Finished, Pass, Place};
+
+/// Entries evaluated between two looks at the clock.
+const CLOCK_STRIDE: usize = 64;
+
+/// What a column is to the registry, whatever its entry type.
+pub(super) trait Column: Send {
+    /// Evaluates entries from where the last pass stopped, until all were seen or the pass's
+    /// deadline is reached; `false` if it stopped for lack of time.
+    fn evaluate(&mut self, pass: &mut Pass<'_>) -> bool;
+
+    /// Evaluates the entry under `key` only.
+    fn evaluate_key(&mut self, key: usize, pass: &mut Pass<'_>);
+
+    /// Removes the entries whose wait gave up; how many.
+    fn sweep(&mut self) -> usize;
+
+    /// Empties the column, returning the wakers of its waits, which will never complete.
+    fn abandon(&mut self) -> Vec<Waker>;
+
+    /// The entries removed since the last call, to be dropped once no lock is held (what a
+    /// check captured may run user code on drop).
+    fn take_removed(&mut self) -> Option<Box<dyn Any + Send>>;
+
+    fn as_any(&mut self) -> &mut dyn Any;
+}
+
+/// The column of entries of type `E`.
+pub(super) struct Typed<E> {
+    index: u32,
+    entries: Vec<Option<E>>,
+    free: Vec<usize>,
+    len: usize,
+    /// Where the last pass stopped for lack of time.
+    cursor: usize,
+    removed: Vec<E>,
+}
+
+impl<E: Evaluate> Typed<E> {
+    pub(super) fn new(index: u32) -> Self {
+        Typed {
+            index,
+            entries: Vec::new(),
+            free: Vec::new(),
+            len: 0,
+            cursor: 0,
+            removed: Vec::new(),
+        }
+    }
+
+    /// Stores `entry`, telling it where.
+    pub(super) fn insert(&mut self, entry: E) -> Place {
+        self.len += 1;
+        let key = match self.free.pop() {
+            Some(key) => {
+                self.entries[key] = Some(entry);
+                key
+            }
+            None => {
+                self.entries.push(Some(entry));
+                self.entries.len() - 1
+            }
+        };
+        let place = Place::new(self.index, key);
+        if let Some(entry) = &self.entries[key] {
+            entry.admitted(place.packed());
+        }
+        place
+    }
+
+    fn remove(&mut self, key: usize) -> Option<E> {
+        let entry = self.entries[key].take();
+        if entry.is_some() {
+            self.free.push(key);
+            self.len -= 1;
+        }
+        entry
+    }
+
+    fn evaluate_one(&mut self, key: usize, look_for_mark: bool, pass: &mut Pass<'_>) {
+        let Some(entry) = &mut self.entries[key] else {
+            return;
+        };
+        let Some(Finished { waker, marked }) = entry.evaluate(look_for_mark) else {
+            return;
+        };
+        let entry = self.remove(key);
+        self.removed.extend(entry);
+        pass.woken.extend(waker);
+        pass.unmarked += usize::from(marked);
+    }
+
+    /// Gives back the memory of a past burst of waits once none is left.
+    fn shrink_if_empty(&mut self) {
+        if self.len == 0 && !self.entries.is_empty() {
+            self.entries = Vec::new();
+            self.free = Vec::new();
+            self.cursor = 0;
+        }
+    }
+}
+
+impl<E: Evaluate> Column for Typed<E> {
+    fn evaluate(&mut self, pass: &mut Pass<'_>) -> bool {
+        if self.len == 0 {
+            self.shrink_if_empty();
+            return true;
+        }
+        let size = self.entries.len();
+        let start = self.cursor % size;
+        // In key order from `start`, wrapping once; blocks are announced as they are entered.
+        let keys = (start..size).chain(0..start);
+        let mut look_for_marks = false;
+        for (step, key) in keys.enumerate() {
+            if step % CLOCK_STRIDE == CLOCK_STRIDE - 1
+                && pass.deadline.is_some_and(|d| Instant::now() >= d)
+            {
+                self.cursor = key;
+                return false;
+            }
+            if step == 0 || key % super::BLOCK == 0 {
+                look_for_marks = pass.announce(Place::new(self.index, key).block());
+            }
+            self.evaluate_one(key, look_for_marks, pass);
+        }
+        self.cursor = start;
+        true
+    }
+
+    fn evaluate_key(&mut self, key: usize, pass: &mut Pass<'_>) {
+        let look_for_mark = pass.look_for_marks;
+        self.evaluate_one(key, look_for_mark, pass);
+    }
+
+    fn sweep(&mut self) -> usize {
+        let mut swept = 0;
+        for key in 0..self.entries.len() {
+            if self.entries[key].as_ref().is_some_and(E::is_cancelled) {
+                let entry = self.remove(key);
+                self.removed.extend(entry);
+                swept += 1;
+            }
+        }
+        self.shrink_if_empty();
+        swept
+    }
+
+    fn abandon(&mut self) -> Vec<Waker> {
+        let entries = std::mem::take(&mut self.entries);
+        self.free = Vec::new();
+        self.len = 0;
+        let wakers = entries.iter().flatten().filter_map(E::abandon).collect();
+        self.removed.extend(entries.into_iter().flatten());
+        wakers
+    }
+
+    fn take_removed(&mut self) -> Option<Box<dyn Any + Send>> {
+        if self.removed.is_empty() {
+            return None;
+        }
+        Some(Box::new(std::mem::take(&mut self.removed)))
+    }
+
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}

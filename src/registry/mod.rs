@@ -1,0 +1,408 @@
+//! The registry of pump-evaluated waits: their checks, which the pump evaluates right after each
+//! run, waking only the waits whose check succeeded.
+//!
+//! Waits register into a short `incoming` list, so registering never waits for an evaluation in
+//! progress; the next holder of the loop lock moves them into the slab and evaluates them (see
+//! [`Shared::settle`](crate::shared::Shared::settle)). The slab keeps one [column](column) per
+//! check type, in which the checks are stored inline: the pass over thousands of entries is a
+//! loop over contiguous memory that takes no lock per check.
+//!
+//! A wait that gives up marks its entry cancelled, and must then know that no check of it is
+//! running or will run (its C object may be freed next). The evaluating thread announces which
+//! block of [`BLOCK`] keys it is in ([`Registry::evaluating`]), then reads how many entries are
+//! marked ([`Registry::marked`]) and, if any are, each entry's mark before its check; the wait
+//! counts and marks itself, then reads the announcement. A fence on each side orders the two, so
+//! either the evaluator sees the mark, or the wait sees that its block is being evaluated and
+//! waits for the evaluator to leave it ([`Registry::wait_out`]): a few checks. One fence per
+//! block of checks instead of a lock per check, and while nobody gives up, the pass touches only
+//! the checks themselves. The pump drops a cancelled entry when it next meets it, or when it goes
+//! idle. User code other than the checks (the drop of what a check captured) never runs under
+//! these locks.
+
+mod column;
+
+use std::any::{Any, TypeId};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
+use std::task::Waker;
+use std::time::{Duration, Instant};
+
+use crate::sync::{fence, lock, spin_step, AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard};
+use column::{Column, Typed};
+
+/// A registered wait, as the evaluating thread sees it: its check and what it shares with the
+/// wait.
+pub(crate) trait Evaluate: Send + 'static {
+    /// Runs the check once, unless `look_for_mark` and the wait gave up. `Some` when the entry is
+    /// finished (completed, its check panicked, or cancelled): the registry removes it and wakes
+    /// the waker.
+    ///
+    /// Called only under the loop lock, inside an announced block (or before the entry is in
+    /// the registry at all), with `look_for_mark` unless no entry was marked when the block was
+    /// announced.
+    fn evaluate(&mut self, look_for_mark: bool) -> Option<Finished>;
+
+    /// Whether the wait gave up on this entry.
+    fn is_cancelled(&self) -> bool;
+
+    /// The waker of a wait that will never complete, because the pump closed.
+    fn abandon(&self) -> Option<Waker>;
+
+    /// Tells the wait where its entry is stored ([`Place::packed`]).
+    fn admitted(&self, place: u64);
+}
+
+/// An entry that leaves the registry.
+pub(crate) struct Finished {
+    /// The wait's waker, if it polled and did not give up.
+    pub(crate) waker: Option<Waker>,
+    /// Whether it was marked cancelled (and counted in [`Registry::marked`]).
+    pub(crate) marked: bool,
+}
+
+/// An entry not yet in its column, whatever its type: what a new wait holds until it registers.
+pub(crate) trait Arrival: Send {
+    /// [`Evaluate::evaluate`].
+    fn evaluate(&mut self, look_for_mark: bool) -> Option<Finished>;
+
+    /// Moves the entry into the column of its type.
+    fn admit(self: Box<Self>, slab: &mut Slab) -> Place;
+
+    /// [`Evaluate::abandon`].
+    fn abandon(&self) -> Option<Waker>;
+}
+
+impl<E: Evaluate> Arrival for E {
+    fn evaluate(&mut self, look_for_mark: bool) -> Option<Finished> {
+        Evaluate::evaluate(self, look_for_mark)
+    }
+
+    fn admit(self: Box<Self>, slab: &mut Slab) -> Place {
+        slab.insert(*self)
+    }
+
+    fn abandon(&self) -> Option<Waker> {
+        Evaluate::abandon(self)
+    }
+}
+
+/// A wait's entry before it is registered.
+pub(crate) type Entry = Box<dyn Arrival>;
+
+/// Entries taken out of the registry, to be dropped by the caller once no lock is held.
+pub(crate) type Removed = Box<dyn Any + Send>;
+
+/// Keys per announced block: a cancelling wait may wait for up to this many checks.
+const BLOCK: usize = 64;
+
+/// [`Registry::evaluating`]: nothing is being evaluated.
+const NO_BLOCK: u64 = u64::MAX;
+
+/// [`Registry::evaluating`]: entries anywhere may be (the arrivals, wherever they landed).
+const ANY_BLOCK: u64 = u64::MAX - 1;
+
+/// An entry's [`Place::packed`] before it is admitted into the slab.
+pub(crate) const NOT_ADMITTED: u64 = u64::MAX;
+
+/// Where an entry is stored: its column, and its key in the column.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Place {
+    column: u32,
+    key: usize,
+}
+
+impl Place {
+    fn new(column: u32, key: usize) -> Place {
+        Place { column, key }
+    }
+
+    /// Column in the high half, key in the low half (a column never holds 2^32 entries: they
+    /// would take more than 64 GiB).
+    fn packed(self) -> u64 {
+        (u64::from(self.column) << 32) | (self.key as u64 & 0xffff_ffff)
+    }
+
+    /// The announcement of this entry's block.
+    fn block(self) -> u64 {
+        Place::new(self.column, self.key / BLOCK).packed()
+    }
+
+    fn block_of_packed(packed: u64) -> u64 {
+        let key = (packed & 0xffff_ffff) as usize;
+        Place::new((packed >> 32) as u32, key / BLOCK).packed()
+    }
+}
+
+#[derive(Default)]
+struct Incoming {
+    entries: Vec<Entry>,
+    closed: bool,
+}
+
+/// The admitted entries: a column per check type.
+#[derive(Default)]
+pub(crate) struct Slab {
+    columns: Vec<Box<dyn Column>>,
+    types: Vec<TypeId>,
+    /// The column where the last pass stopped for lack of time.
+    next_column: usize,
+}
+
+impl Slab {
+    fn insert<E: Evaluate>(&mut self, entry: E) -> Place {
+        let type_id = TypeId::of::<E>();
+        let index = match self.types.iter().position(|&t| t == type_id) {
+            Some(index) => index,
+            None => {
+                self.types.push(type_id);
+                self.columns
+                    .push(Box::new(Typed::<E>::new(self.columns.len() as u32)));
+                self.columns.len() - 1
+            }
+        };
+        self.columns[index]
+            .as_any()
+            .downcast_mut::<Typed<E>>()
+            .expect("the column of a type holds entries of that type")
+            .insert(entry)
+    }
+
+    fn take_removed(&mut self, removed: &mut Vec<Removed>) {
+        removed.extend(self.columns.iter_mut().filter_map(|c| c.take_removed()));
+    }
+}
+
+/// One evaluation pass, as its columns see it.
+pub(crate) struct Pass<'a> {
+    registry: &'a Registry,
+    deadline: Option<Instant>,
+    woken: &'a mut Vec<Waker>,
+    /// Marked entries removed so far.
+    unmarked: usize,
+    /// Whether the checks of the announced block must look at their marks.
+    look_for_marks: bool,
+}
+
+impl Pass<'_> {
+    fn announce(&mut self, block: u64) -> bool {
+        self.look_for_marks = self.registry.announce(block);
+        self.look_for_marks
+    }
+}
+
+pub(crate) struct Registry {
+    incoming: Mutex<Incoming>,
+    /// Whether `incoming` holds entries nobody has evaluated yet; changed under its lock.
+    arrived: AtomicBool,
+    slab: Mutex<Slab>,
+    /// The block whose checks may be running ([`Place::block`]), [`ANY_BLOCK`] or [`NO_BLOCK`].
+    /// Written by the holder of the loop lock only.
+    evaluating: AtomicU64,
+    /// Entries marked cancelled and not yet removed (at least: a wait counts itself before it
+    /// marks its entry).
+    marked: AtomicUsize,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Registry {
+            incoming: Mutex::default(),
+            arrived: AtomicBool::new(false),
+            slab: Mutex::default(),
+            evaluating: AtomicU64::new(NO_BLOCK),
+            marked: AtomicUsize::new(0),
+        }
+    }
+}
+
+impl Registry {
+    /// Registers an entry not evaluated yet, in O(1); hands it back if the pump is closed.
+    ///
+    /// The caller then calls [`Shared::settle`](crate::shared::Shared::settle), so the entry is
+    /// evaluated without waiting for the next run.
+    pub(crate) fn insert(&self, entry: Entry) -> Result<(), Entry> {
+        let mut incoming = lock(&self.incoming);
+        if incoming.closed {
+            return Err(entry);
+        }
+        incoming.entries.push(entry);
+        self.arrived.store(true, SeqCst);
+        Ok(())
+    }
+
+    /// Registers an entry that was just evaluated under the loop lock, which the caller still
+    /// holds: nobody evaluates the slab meanwhile, so this does not wait.
+    pub(crate) fn insert_evaluated(&self, entry: Entry) -> Result<(), Entry> {
+        let incoming = lock(&self.incoming);
+        if incoming.closed {
+            return Err(entry);
+        }
+        entry.admit(&mut lock(&self.slab));
+        Ok(())
+    }
+
+    /// Whether entries registered since the last evaluation wait for their first one.
+    pub(crate) fn has_arrivals(&self) -> bool {
+        self.arrived.load(SeqCst)
+    }
+
+    /// Moves the registered entries into the slab and returns it locked, with their places
+    /// added to `places` if given.
+    ///
+    /// The incoming lock is held until the entries are in the slab, so a concurrent
+    /// [`close`](Registry::close) finds them in one place or the other, never in transit.
+    fn admit(&self, mut places: Option<&mut Vec<Place>>) -> MutexGuard<'_, Slab> {
+        let mut incoming = lock(&self.incoming);
+        let mut slab = lock(&self.slab);
+        self.arrived.store(false, SeqCst);
+        // Taken, not drained: a burst of registrations does not keep its memory.
+        for entry in std::mem::take(&mut incoming.entries) {
+            let place = entry.admit(&mut slab);
+            if let Some(places) = places.as_mut() {
+                places.push(place);
+            }
+        }
+        drop(incoming);
+        slab
+    }
+
+    /// Evaluates the entries registered since the last evaluation, only those.
+    pub(crate) fn evaluate_arrivals(&self, woken: &mut Vec<Waker>, removed: &mut Vec<Removed>) {
+        let mut places = Vec::new();
+        let mut slab = self.admit(Some(&mut places));
+        let mut pass = Pass {
+            registry: self,
+            deadline: None,
+            woken,
+            unmarked: 0,
+            look_for_marks: false,
+        };
+        pass.announce(ANY_BLOCK);
+        for place in places {
+            slab.columns[place.column as usize].evaluate_key(place.key, &mut pass);
+        }
+        self.announce(NO_BLOCK);
+        self.unmark(pass.unmarked);
+        slab.take_removed(removed);
+    }
+
+    /// Evaluates entries, starting where the last evaluation stopped, until all were seen or
+    /// `budget` is spent. The wakers of the completed ones go to `woken`, the entries taken out
+    /// to `removed`.
+    pub(crate) fn evaluate(
+        &self,
+        budget: Duration,
+        woken: &mut Vec<Waker>,
+        removed: &mut Vec<Removed>,
+    ) {
+        let mut slab = self.admit(None);
+        let columns = slab.columns.len();
+        if columns == 0 {
+            return;
+        }
+        let mut pass = Pass {
+            registry: self,
+            deadline: Instant::now().checked_add(budget),
+            woken,
+            unmarked: 0,
+            look_for_marks: false,
+        };
+        let first = slab.next_column % columns;
+        for column in (first..columns).chain(0..first) {
+            if !slab.columns[column].evaluate(&mut pass) {
+                slab.next_column = column;
+                break;
+            }
+        }
+        self.announce(NO_BLOCK);
+        self.unmark(pass.unmarked);
+        slab.take_removed(removed);
+    }
+
+    /// Says which block of entries may have checks running from now on; returns whether any
+    /// entry is marked cancelled, in which case the checks of the block must look at their marks.
+    ///
+    /// A wait that saw an earlier announcement marked its entry (and counted it) before its
+    /// fence, so after this fence the count and the mark are visible here.
+    fn announce(&self, block: u64) -> bool {
+        // Release: a wait that sees the next block also sees the checks of this one ended.
+        self.evaluating.store(block, Release);
+        fence(SeqCst);
+        self.marked.load(Relaxed) > 0
+    }
+
+    /// Counts a wait about to mark its entry cancelled.
+    pub(crate) fn count_mark(&self) {
+        self.marked.fetch_add(1, Relaxed);
+    }
+
+    /// Uncounts `n` marks: their entries left the slab, or their waits found them finished.
+    pub(crate) fn unmark(&self, n: usize) {
+        if n > 0 {
+            self.marked.fetch_sub(n, Relaxed);
+        }
+    }
+
+    /// Returns once no check of the entry stored at `place` ([`Evaluate::admitted`]) runs or
+    /// will run, given that its wait marked it cancelled before (and fenced, see
+    /// [`fence_cancel`]).
+    ///
+    /// Waits at most for the evaluator to leave the entry's block. Must not be called by the
+    /// evaluating thread (from inside a check), which would wait for itself.
+    pub(crate) fn wait_out(&self, place: &AtomicU64) {
+        let mut step = 0;
+        loop {
+            let block = self.evaluating.load(Acquire);
+            let place = place.load(Acquire);
+            let running = match block {
+                NO_BLOCK => false,
+                ANY_BLOCK => true,
+                block => place != NOT_ADMITTED && Place::block_of_packed(place) == block,
+            };
+            if !running {
+                return;
+            }
+            while self.evaluating.load(Acquire) == block {
+                spin_step(&mut step);
+            }
+        }
+    }
+
+    /// Takes out the entries of waits that gave up: for a pump going idle, which evaluates
+    /// nothing until the next wait.
+    pub(crate) fn sweep(&self) {
+        let mut removed = Vec::new();
+        let mut slab = self.admit(None);
+        let swept = slab.columns.iter_mut().map(|c| c.sweep()).sum();
+        slab.take_removed(&mut removed);
+        drop(slab);
+        self.unmark(swept);
+        drop(removed);
+    }
+
+    /// Refuses new entries and takes every entry out, returning the wakers of their waits.
+    pub(crate) fn close(&self) -> Vec<Waker> {
+        let mut removed: Vec<Removed> = Vec::new();
+        let arrived = {
+            let mut incoming = lock(&self.incoming);
+            incoming.closed = true;
+            std::mem::take(&mut incoming.entries)
+        };
+        let mut wakers: Vec<Waker> = arrived.iter().filter_map(|entry| entry.abandon()).collect();
+        {
+            let mut slab = lock(&self.slab);
+            for column in &mut slab.columns {
+                wakers.extend(column.abandon());
+            }
+            slab.take_removed(&mut removed);
+        }
+        drop(arrived);
+        drop(removed);
+        wakers
+    }
+}
+
+/// The wait's half of the protocol in the module docs: after counting and marking its entry
+/// cancelled and before [`Registry::wait_out`].
+pub(crate) fn fence_cancel() {
+    fence(SeqCst);
+}
