@@ -68,6 +68,10 @@ fn main() {
             let repeats = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(5);
             readiness(repeats);
         }
+        Some("--stalls") => {
+            let seconds = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(5);
+            stalls(Duration::from_secs(seconds));
+        }
         None => matrix(&SIZES),
         Some(_) => usage_exit(),
     }
@@ -78,7 +82,7 @@ fn usage_exit() -> ! {
     eprintln!(
         "usage: compare [--sizes N,N,..] | --targets [REPEATS] | --readiness [REPEATS] \
          | --plot OUTPUT_OF_A_RUN | --cell APPROACH N | --idle APPROACH \
-         | --kick APPROACH | --memory\n\
+         | --kick APPROACH | --memory | --stalls [SECONDS]\n\
          approaches: {}",
         names.join(", ")
     );
@@ -426,5 +430,22 @@ fn readiness(repeats: u32) {
                 Err(why) => println!("| ? | {repeat} | failed: {why} | | | | |"),
             }
         }
+    }
+}
+
+/// `--stalls`: the gaps a spinning thread per worker sees on this machine, with nothing else
+/// running.
+fn stalls(span: Duration) {
+    let seen = ffi_pump_bench::stalls::measure(WORKERS, span);
+    println!("| thread | seconds | gaps > 200 µs | > 1 ms | > 2 ms | longest µs |");
+    println!("|---:|---:|---:|---:|---:|---:|");
+    for (thread, s) in seen.iter().enumerate() {
+        println!(
+            "| {thread} | {:.1} | {} | {} | {} | {:.0} |",
+            s.seconds, s.over_200us, s.over_1ms, s.over_2ms, s.max_us
+        );
+    }
+    for s in &seen {
+        println!("{}", to_json(s));
     }
 }
