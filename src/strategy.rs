@@ -19,9 +19,10 @@ pub enum Strategy {
     /// after each run, on its own thread, and wakes only the waits whose check succeeded. Per
     /// round the pump does O(pending) checks and O(finished) wake-ups, and no waiting task runs.
     ///
-    /// The pump spends at most half an interval per round on checks; beyond that (about 10 000
-    /// cheap checks per millisecond) it goes on where it stopped after the next run, so with very
-    /// many waits each check runs every few rounds rather than every round.
+    /// The checks are stored inline, one vector per check type, and called without a lock per
+    /// check (100 000 trivial checks take about 0.25 ms on a 2-core VM). The pump spends at most
+    /// half an interval per round on checks; beyond that it goes on where it stopped after the
+    /// next run, so with very many slow checks each runs every few rounds rather than every round.
     #[default]
     PumpEvaluated,
     /// The core protocol: after each run every waiting task wakes and checks itself under the

@@ -127,7 +127,10 @@ macro_rules! wait_future_docs {
         it from the pump: it stops counting as pending, its check leaves the pump's registry \
         (pump-evaluated) or it gives up its place in the loop lock's queue and its listener \
         leaves without swallowing the notification of any other wait (broadcast). Nothing is \
-        left to clean up, and the condition can simply be awaited again.\n\n\
+        left to clean up, and the condition can simply be awaited again. Once the drop has \
+        returned, the check is never called again, so what it looks at may be freed; with the \
+        pump-evaluated strategy the drop may wait for the pump to finish the few checks it is \
+        running (at most 64).\n\n\
         # Panics\n\n\
         Panics if polled again after it completed, like most futures. A panic in the check \
         itself propagates to the task that awaits this future (with the pump-evaluated \
