@@ -2,7 +2,7 @@
 //! preemptions) of two or three threads turning, waiting, dropping waits and closing.
 //!
 //! Run with `RUSTFLAGS="--cfg loom" cargo test --release -p ffi-pump --no-default-features --test loom`
-//! (`.ci/run` does, with `LOOM_MAX_PREEMPTIONS=2`).
+//! (`.ci/run` does, with `LOOM_MAX_PREEMPTIONS=3`).
 //!
 //! What is real and what is modelled:
 //! - The crate's own locks and atomics (`src/sync.rs`), and those inside async-lock's `Mutex` and

@@ -22,7 +22,7 @@
 mod column;
 
 use std::any::{Any, TypeId};
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
@@ -30,7 +30,7 @@ use crate::sync::{fence, lock, spin_step, AtomicBool, AtomicU64, AtomicUsize, Mu
 use column::{Column, Typed};
 
 /// A registered wait, as the evaluating thread sees it: its check and what it shares with the
-/// wait.
+/// wait (its [`Mark`] among it).
 pub(crate) trait Evaluate: Send + 'static {
     /// Runs the check once, unless `look_for_mark` and the wait gave up. `Some` when the entry is
     /// finished (completed, its check panicked, or cancelled): the registry removes it and wakes
@@ -101,7 +101,50 @@ const NO_BLOCK: u64 = u64::MAX;
 const ANY_BLOCK: u64 = u64::MAX - 1;
 
 /// An entry's [`Place::packed`] before it is admitted into the slab.
-pub(crate) const NOT_ADMITTED: u64 = u64::MAX;
+const NOT_ADMITTED: u64 = u64::MAX;
+
+/// [`Mark::state`]: the entry is (or will be) in the registry, its check may run.
+const PENDING: usize = 0;
+/// [`Mark::state`]: the wait gave up; its check must not run again.
+const CANCELLED: usize = 1;
+/// [`Mark::state`]: the check succeeded or panicked; the registry removes the entry.
+const FINISHED: usize = 2;
+
+/// What a wait shares with the registry so that it can give up safely: whether its entry is
+/// pending, cancelled or finished, and where the entry is stored.
+pub(crate) struct Mark {
+    /// [`PENDING`], then [`CANCELLED`] or [`FINISHED`], never both.
+    state: AtomicUsize,
+    /// [`Place::packed`], once admitted.
+    place: AtomicU64,
+}
+
+impl Mark {
+    pub(crate) fn new() -> Mark {
+        Mark {
+            state: AtomicUsize::new(PENDING),
+            place: AtomicU64::new(NOT_ADMITTED),
+        }
+    }
+
+    /// Whether the wait gave up; for [`Evaluate::evaluate`] when it must look, and for sweeps.
+    pub(crate) fn is_cancelled(&self) -> bool {
+        self.state.load(Acquire) == CANCELLED
+    }
+
+    /// Records that the entry's check finished it (succeeded or panicked); for
+    /// [`Finished::marked`], whether its wait had marked it meanwhile (that wait is waiting out
+    /// the block).
+    pub(crate) fn finish(&self) -> bool {
+        self.state.swap(FINISHED, AcqRel) == CANCELLED
+    }
+
+    /// Records where the entry is stored; for [`Evaluate::admitted`].
+    pub(crate) fn admitted(&self, place: u64) {
+        // Release: a wait that sees the block of this place announced sees the place too.
+        self.place.store(place, Release);
+    }
+}
 
 /// Where an entry is stored: its column, and its key in the column.
 #[derive(Debug, Clone, Copy)]
@@ -330,25 +373,40 @@ impl Registry {
         self.marked.load(Relaxed) > 0
     }
 
-    /// Counts a wait about to mark its entry cancelled.
-    pub(crate) fn count_mark(&self) {
+    /// Gives up the entry whose wait holds `mark`: once this returns, its check never runs
+    /// again, and the registry drops the entry when it next meets it.
+    ///
+    /// May wait for the evaluator to leave the entry's block (at most [`BLOCK`] checks), except
+    /// when `inside_evaluation`: called from a check on the evaluating thread, which looks at the
+    /// mark before any later check.
+    pub(crate) fn withdraw(&self, mark: &Mark, inside_evaluation: bool) {
+        // Counted before marked, so the count never falls behind the marks.
         self.marked.fetch_add(1, Relaxed);
+        if mark
+            .state
+            .compare_exchange(PENDING, CANCELLED, AcqRel, Acquire)
+            .is_err()
+        {
+            // Finished: its check already ran for the last time.
+            self.unmark(1);
+            return;
+        }
+        fence(SeqCst);
+        if !inside_evaluation {
+            self.wait_out(&mark.place);
+        }
     }
 
     /// Uncounts `n` marks: their entries left the slab, or their waits found them finished.
-    pub(crate) fn unmark(&self, n: usize) {
+    fn unmark(&self, n: usize) {
         if n > 0 {
             self.marked.fetch_sub(n, Relaxed);
         }
     }
 
-    /// Returns once no check of the entry stored at `place` ([`Evaluate::admitted`]) runs or
-    /// will run, given that its wait marked it cancelled before (and fenced, see
-    /// [`fence_cancel`]).
-    ///
-    /// Waits at most for the evaluator to leave the entry's block. Must not be called by the
-    /// evaluating thread (from inside a check), which would wait for itself.
-    pub(crate) fn wait_out(&self, place: &AtomicU64) {
+    /// Returns once no check of the entry stored at `place` runs or will run, given that its
+    /// wait marked it cancelled and fenced before.
+    fn wait_out(&self, place: &AtomicU64) {
         let mut step = 0;
         loop {
             let block = self.evaluating.load(Acquire);
@@ -399,10 +457,4 @@ impl Registry {
         drop(removed);
         wakers
     }
-}
-
-/// The wait's half of the protocol in the module docs: after counting and marking its entry
-/// cancelled and before [`Registry::wait_out`].
-pub(crate) fn fence_cancel() {
-    fence(SeqCst);
 }

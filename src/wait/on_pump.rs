@@ -4,15 +4,14 @@
 use std::any::Any;
 use std::marker::PhantomData;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use super::Check;
 use crate::reentry::{self, Inside};
-use crate::registry::{self, Entry, Evaluate, Finished, NOT_ADMITTED};
+use crate::registry::{Entry, Evaluate, Finished, Mark};
 use crate::shared::Shared;
-use crate::sync::{lock, AtomicU64, AtomicUsize, Mutex};
+use crate::sync::{lock, Mutex};
 use crate::Error;
 
 enum Outcome<T> {
@@ -29,20 +28,9 @@ enum Outcome<T> {
 
 /// The state of one pump-evaluated wait that its future and the registry share.
 struct Node<T> {
-    /// [`PENDING`], then [`CANCELLED`] (the wait gave up) or [`FINISHED`] (the registry is done
-    /// with the entry), never both; see the [registry](crate::registry)'s protocol.
-    state: AtomicUsize,
-    /// Where the registry stores the entry, once admitted.
-    place: AtomicU64,
+    mark: Mark,
     outcome: Mutex<Outcome<T>>,
 }
-
-/// [`Node::state`]: the entry is (or will be) in the registry, its check may run.
-const PENDING: usize = 0;
-/// [`Node::state`]: the wait gave up; its check must not run again.
-const CANCELLED: usize = 1;
-/// [`Node::state`]: the check succeeded or panicked; the registry removes the entry.
-const FINISHED: usize = 2;
 
 impl<T> Node<T> {
     /// Completes the wait; the waker to wake, if the wait had polled.
@@ -68,7 +56,7 @@ where
 {
     fn evaluate(&mut self, look_for_mark: bool) -> Option<Finished> {
         // Once a wait has given up, its check never runs again (its C object may be gone).
-        if look_for_mark && self.is_cancelled() {
+        if look_for_mark && self.node.mark.is_cancelled() {
             return Some(Finished {
                 waker: None,
                 marked: true,
@@ -79,17 +67,14 @@ where
             Ok(Some(value)) => Outcome::Ready(value),
             Err(panic) => Outcome::CheckPanicked(panic),
         };
-        // A wait giving up meanwhile waits for this block to end; it finds the entry finished, or
-        // it marked it first and the mark is uncounted here.
-        let marked = self.node.state.swap(FINISHED, Ordering::AcqRel) == CANCELLED;
         Some(Finished {
+            marked: self.node.mark.finish(),
             waker: self.node.complete(outcome),
-            marked,
         })
     }
 
     fn is_cancelled(&self) -> bool {
-        self.node.state.load(Ordering::Acquire) == CANCELLED
+        self.node.mark.is_cancelled()
     }
 
     fn abandon(&self) -> Option<Waker> {
@@ -97,8 +82,7 @@ where
     }
 
     fn admitted(&self, place: u64) {
-        // Release: a wait that sees the block of this place announced sees the place too.
-        self.node.place.store(place, Ordering::Release);
+        self.node.mark.admitted(place);
     }
 }
 
@@ -124,8 +108,7 @@ where
 {
     pub(crate) fn new(shared: Arc<Shared>, check: C) -> Self {
         let node = Arc::new(Node {
-            state: AtomicUsize::new(PENDING),
-            place: AtomicU64::new(NOT_ADMITTED),
+            mark: Mark::new(),
             outcome: Mutex::new(Outcome::Waiting(None)),
         });
         let entry: Entry = Box::new(Slot {
@@ -236,25 +219,8 @@ impl<C, T> OnPump<C, T> {
     /// block); the pump drops the entry when it next meets it.
     pub(crate) fn cancel(&mut self) {
         if let Phase::Registered = self.phase {
-            let registry = &self.shared.registry;
-            // Counted before marked, so the count never falls behind the marks.
-            registry.count_mark();
-            let marked = self
-                .node
-                .state
-                .compare_exchange(PENDING, CANCELLED, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok();
-            if !marked {
-                // Finished: its check already ran for the last time.
-                registry.unmark(1);
-            } else {
-                registry::fence_cancel();
-                // From inside a check on the evaluating thread, the evaluation is this thread's
-                // own and looks at the mark before any later check.
-                if !reentry::is_inside(self.shared.id()) {
-                    registry.wait_out(&self.node.place);
-                }
-            }
+            let inside = reentry::is_inside(self.shared.id());
+            self.shared.registry.withdraw(&self.node.mark, inside);
         }
         self.finish();
     }
