@@ -5,7 +5,7 @@ mod common;
 
 use std::cell::Cell;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -179,6 +179,38 @@ on_every_backend! {
                 .await
                 .expect("the pump runs 20 more rounds");
             assert!(!ran_after_drop.load(Ordering::SeqCst), "a check ran after its wait was dropped");
+        });
+    }
+
+    fn dropping_a_wait_whose_check_is_running_returns_after_the_check(rt: Rt) {
+        let fx = Arc::new(FakeLoop::new(1));
+        rt.block_on(async {
+            let pump = rt.pump(Pump::builder().strategy(Strategy::PumpEvaluated), &fx);
+            let (running, calls) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU32::new(0)));
+            let (in_check, counted) = (running.clone(), calls.clone());
+            let mut wait = Box::pin(pump.wait_until(move || {
+                // The first call is the wait's own, on registering; later ones are the pump's,
+                // and each stands for a slow C call.
+                if counted.fetch_add(1, Ordering::SeqCst) > 0 {
+                    in_check.store(true, Ordering::SeqCst);
+                    std::thread::sleep(Duration::from_millis(50));
+                    in_check.store(false, Ordering::SeqCst);
+                }
+                false
+            }));
+            assert!(futures_lite::future::poll_once(wait.as_mut()).await.is_none());
+            eventually("the pump runs the check", || running.load(Ordering::SeqCst)).await;
+            drop(wait);
+            // The drop returned: the check it found running has finished, and none starts again.
+            assert!(!running.load(Ordering::SeqCst), "the drop returned during its check");
+            let after_drop = calls.load(Ordering::SeqCst);
+            let (probe, until) = (pump.clone(), pump.stats().rounds + 5);
+            pump.wait_until(move || probe.stats().rounds >= until)
+                .timeout(Duration::from_secs(10))
+                .await
+                .expect("the pump runs 5 more rounds");
+            assert_eq!(calls.load(Ordering::SeqCst), after_drop, "a check ran after the drop");
+            assert_clean(&fx);
         });
     }
 
