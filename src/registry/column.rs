@@ -85,13 +85,22 @@ impl<E: Evaluate> Typed<E> {
         entry
     }
 
+    /// The pass's inner step: most entries are not finished, so that path stays in the loop
+    /// and the rest is out of line.
+    #[inline]
     fn evaluate_one(&mut self, key: usize, look_for_mark: bool, pass: &mut Pass<'_>) {
         let Some(entry) = &mut self.entries[key] else {
             return;
         };
-        let Some(Finished { waker, marked }) = entry.evaluate(look_for_mark) else {
-            return;
-        };
+        if let Some(finished) = entry.evaluate(look_for_mark) {
+            self.take_finished(key, finished, pass);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn take_finished(&mut self, key: usize, finished: Finished, pass: &mut Pass<'_>) {
+        let Finished { waker, marked } = finished;
         let entry = self.remove(key);
         self.removed.extend(entry);
         pass.woken.extend(waker);

@@ -54,6 +54,7 @@ where
     C: Check<Output = T> + Send + 'static,
     T: Send + 'static,
 {
+    #[inline]
     fn evaluate(&mut self, look_for_mark: bool) -> Option<Finished> {
         // Once a wait has given up, its check never runs again (its C object may be gone).
         if look_for_mark && self.node.mark.is_cancelled() {
