@@ -9,7 +9,7 @@ use std::time::Instant;
 use super::{Evaluate, Finished, Pass, Place};
 
 /// Entries evaluated between two looks at the clock.
-const CLOCK_STRIDE: usize = 64;
+const CLOCK_STRIDE: usize = 256;
 
 /// What a column is to the registry, whatever its entry type.
 pub(super) trait Column: Send {
@@ -87,7 +87,7 @@ impl<E: Evaluate> Typed<E> {
 
     /// The pass's inner step: most entries are not finished, so that path stays in the loop
     /// and the rest is out of line.
-    #[inline]
+    #[inline(always)]
     fn evaluate_one(&mut self, key: usize, look_for_mark: bool, pass: &mut Pass<'_>) {
         let Some(entry) = &mut self.entries[key] else {
             return;
