@@ -6,7 +6,7 @@ use std::any::Any;
 use std::task::Waker;
 use std::time::Instant;
 
-use super::{Evaluate, Finished, Pass, Place};
+use super::{Evaluate, Finished, Pass, Place, Removed};
 
 /// Entries evaluated between two looks at the clock.
 const CLOCK_STRIDE: usize = 256;
@@ -28,7 +28,7 @@ pub(super) trait Column: Send {
 
     /// The entries removed since the last call, to be dropped once no lock is held (what a
     /// check captured may run user code on drop).
-    fn take_removed(&mut self) -> Option<Box<dyn Any + Send>>;
+    fn take_removed(&mut self) -> Option<Removed>;
 
     fn as_any(&mut self) -> &mut dyn Any;
 }
@@ -171,7 +171,7 @@ impl<E: Evaluate> Column for Typed<E> {
         wakers
     }
 
-    fn take_removed(&mut self) -> Option<Box<dyn Any + Send>> {
+    fn take_removed(&mut self) -> Option<Removed> {
         if self.removed.is_empty() {
             return None;
         }
