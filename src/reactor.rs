@@ -71,5 +71,9 @@ mod stand_in {
         pub(crate) async fn readable(&self) -> io::Result<()> {
             std::future::pending().await
         }
+
+        pub(crate) fn get_ref(&self) -> &T {
+            &self.0
+        }
     }
 }

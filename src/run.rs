@@ -134,6 +134,12 @@ enum Wake {
 async fn readiness(shared: &Shared) -> Wake {
     #[cfg(unix)]
     if let Some(trigger) = &shared.trigger {
+        if trigger.is_readable_now() {
+            // Still readable after the last run: run again, after letting the tasks it woke
+            // (and any other) have their turn on this executor.
+            futures_lite::future::yield_now().await;
+            return Wake::Ready;
+        }
         return match trigger.readable().await {
             Ok(()) => Wake::Ready,
             Err(kind) => Wake::TriggerFailed(kind),

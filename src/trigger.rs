@@ -96,6 +96,19 @@ impl Trigger {
         self.source.readable().await.map_err(|e| e.kind())
     }
 
+    /// Whether the descriptor is readable right now, asked of the kernel (`poll` with a zero
+    /// timeout). After a run, readiness that is still there (level-triggered: more work came due
+    /// during the run) is seen without a round trip through async-io's reactor thread.
+    pub(crate) fn is_readable_now(&self) -> bool {
+        use rustix::event::{poll, PollFd, PollFlags, Timespec};
+        let mut fds = [PollFd::new(self.source.get_ref(), PollFlags::IN)];
+        let now = Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        matches!(poll(&mut fds, Some(&now)), Ok(n) if n > 0)
+    }
+
     /// Whether the library still has its descriptor open: once it closed it, our duplicate would
     /// stay readable forever (at EOF) and turn the pump in a busy loop. Asked after the run that a
     /// readiness caused, so the look-up (a `stat` of `/proc/self/fd/N`) does not delay the run.
