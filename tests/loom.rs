@@ -26,9 +26,9 @@ use std::future::Future;
 use std::pin::pin;
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
-use std::task::Poll;
 
 use ffi_pump::{Error, Pump, Strategy};
+use futures_lite::future::poll_once;
 use loom::future::block_on;
 use loom::sync::atomic::{AtomicBool, AtomicUsize};
 use loom::thread;
@@ -79,6 +79,12 @@ fn wait(pump: &Pump, c: &Arc<CLoop>) -> impl Future<Output = Result<(), Error>> 
     pump.wait_until(move || c.check())
 }
 
+/// A thread awaiting [`wait`] to its end.
+fn spawn_wait(pump: &Pump, c: &Arc<CLoop>) -> thread::JoinHandle<Result<(), Error>> {
+    let wait = wait(pump, c);
+    thread::spawn(move || block_on(wait))
+}
+
 const STRATEGIES: [Strategy; 2] = [Strategy::PumpEvaluated, Strategy::Broadcast];
 
 /// (a) Two concurrent `turn()` calls never overlap the loop, and each returns only after a run
@@ -121,10 +127,7 @@ fn a_status_set_by_a_run_always_wakes_its_wait() {
             let c = Arc::new(CLoop::default());
             let pump = pump(strategy, &c);
             let _driver = pump.run();
-            let waiter = {
-                let wait = wait(&pump, &c);
-                thread::spawn(move || block_on(wait))
-            };
+            let waiter = spawn_wait(&pump, &c);
             assert_eq!(block_on(pump.turn()), Ok(()));
             assert_eq!(waiter.join().unwrap(), Ok(()), "{strategy:?}");
             assert_eq!(c.overlaps.load(SeqCst), 0);
@@ -142,10 +145,7 @@ fn close_racing_a_wait_and_a_turn_never_hangs() {
             let c = Arc::new(CLoop::default());
             let pump = pump(strategy, &c);
             let driver = pump.run();
-            let waiter = {
-                let wait = wait(&pump, &c);
-                thread::spawn(move || block_on(wait))
-            };
+            let waiter = spawn_wait(&pump, &c);
             let turner = {
                 let pump = pump.clone();
                 thread::spawn(move || block_on(pump.turn()))
@@ -182,16 +182,10 @@ fn dropping_a_notified_wait_does_not_swallow_another_wake_up() {
                 thread::spawn(move || {
                     let mut wait = pin!(wait);
                     // One poll registers it (or finds the status true); then it is dropped.
-                    block_on(std::future::poll_fn(|cx| {
-                        Poll::Ready(wait.as_mut().poll(cx))
-                    }))
-                    .is_ready()
+                    block_on(poll_once(wait.as_mut())).is_some()
                 })
             };
-            let waiter = {
-                let wait = wait(&pump, &c);
-                thread::spawn(move || block_on(wait))
-            };
+            let waiter = spawn_wait(&pump, &c);
             assert_eq!(block_on(pump.turn()), Ok(()));
             dropped.join().unwrap();
             assert_eq!(waiter.join().unwrap(), Ok(()), "{strategy:?}");
@@ -226,10 +220,7 @@ fn a_dropped_waits_check_never_runs_again() {
                 // Boxed, so that `drop` drops the future itself.
                 let mut wait = Box::pin(wait);
                 // Registers it (the loop lock may be busy with the turn), then drops it.
-                let polled = block_on(std::future::poll_fn(|cx| {
-                    Poll::Ready(wait.as_mut().poll(cx))
-                }));
-                assert!(polled.is_pending());
+                assert!(block_on(poll_once(wait.as_mut())).is_none());
                 drop(wait);
                 dropped.store(true, SeqCst);
             })

@@ -164,14 +164,13 @@ impl Place {
         (u64::from(self.column) << 32) | (self.key as u64 & 0xffff_ffff)
     }
 
+    fn unpacked(packed: u64) -> Place {
+        Place::new((packed >> 32) as u32, (packed & 0xffff_ffff) as usize)
+    }
+
     /// The announcement of this entry's block.
     fn block(self) -> u64 {
         Place::new(self.column, self.key / BLOCK).packed()
-    }
-
-    fn block_of_packed(packed: u64) -> u64 {
-        let key = (packed & 0xffff_ffff) as usize;
-        Place::new((packed >> 32) as u32, key / BLOCK).packed()
     }
 }
 
@@ -225,10 +224,28 @@ pub(crate) struct Pass<'a> {
     look_for_marks: bool,
 }
 
-impl Pass<'_> {
+impl<'a> Pass<'a> {
+    fn new(registry: &'a Registry, deadline: Option<Instant>, woken: &'a mut Vec<Waker>) -> Self {
+        Pass {
+            registry,
+            deadline,
+            woken,
+            unmarked: 0,
+            look_for_marks: false,
+        }
+    }
+
     fn announce(&mut self, block: u64) -> bool {
         self.look_for_marks = self.registry.announce(block);
         self.look_for_marks
+    }
+
+    /// Announces that nothing is evaluated any more, uncounts the marked entries the pass
+    /// removed, and hands the removed entries to `removed`.
+    fn end(self, slab: &mut Slab, removed: &mut Vec<Removed>) {
+        self.registry.announce(NO_BLOCK);
+        self.registry.unmark(self.unmarked);
+        slab.take_removed(removed);
     }
 }
 
@@ -312,20 +329,12 @@ impl Registry {
     pub(crate) fn evaluate_arrivals(&self, woken: &mut Vec<Waker>, removed: &mut Vec<Removed>) {
         let mut places = Vec::new();
         let mut slab = self.admit(Some(&mut places));
-        let mut pass = Pass {
-            registry: self,
-            deadline: None,
-            woken,
-            unmarked: 0,
-            look_for_marks: false,
-        };
+        let mut pass = Pass::new(self, None, woken);
         pass.announce(ANY_BLOCK);
         for place in places {
             slab.columns[place.column as usize].evaluate_key(place.key, &mut pass);
         }
-        self.announce(NO_BLOCK);
-        self.unmark(pass.unmarked);
-        slab.take_removed(removed);
+        pass.end(&mut slab, removed);
     }
 
     /// Evaluates entries, starting where the last evaluation stopped, until all were seen or
@@ -342,13 +351,7 @@ impl Registry {
         if columns == 0 {
             return;
         }
-        let mut pass = Pass {
-            registry: self,
-            deadline: Instant::now().checked_add(budget),
-            woken,
-            unmarked: 0,
-            look_for_marks: false,
-        };
+        let mut pass = Pass::new(self, Instant::now().checked_add(budget), woken);
         let first = slab.next_column % columns;
         for column in (first..columns).chain(0..first) {
             if !slab.columns[column].evaluate(&mut pass) {
@@ -356,9 +359,7 @@ impl Registry {
                 break;
             }
         }
-        self.announce(NO_BLOCK);
-        self.unmark(pass.unmarked);
-        slab.take_removed(removed);
+        pass.end(&mut slab, removed);
     }
 
     /// Says which block of entries may have checks running from now on; returns whether any
@@ -414,7 +415,7 @@ impl Registry {
             let running = match block {
                 NO_BLOCK => false,
                 ANY_BLOCK => true,
-                block => place != NOT_ADMITTED && Place::block_of_packed(place) == block,
+                block => place != NOT_ADMITTED && Place::unpacked(place).block() == block,
             };
             if !running {
                 return;
