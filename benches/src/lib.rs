@@ -45,6 +45,8 @@ pub struct Armed {
     pub usage: usage::Usage,
     /// Loop calls made before (while the waiters registered).
     pub loop_calls: u64,
+    /// Of those, runs that made no id ready.
+    pub idle_runs: u64,
 }
 
 impl Workload {
@@ -65,10 +67,12 @@ impl Workload {
     /// Every approach calls this right after spawning its N waiters, so the time it takes to
     /// spawn them is not counted as latency of the ids that fall due meanwhile.
     pub fn arm(&self) {
+        let stats = self.fx.stats();
         *self.armed.lock().unwrap_or_else(PoisonError::into_inner) = Some(Armed {
             at_ns: now_ns(),
             usage: usage::now(),
-            loop_calls: self.fx.stats().calls,
+            loop_calls: stats.calls,
+            idle_runs: stats.idle_runs,
         });
         let start = now_ns();
         let spread = SPREAD.as_nanos() as u64;

@@ -43,6 +43,11 @@ pub struct Cell {
     pub wall_ms: f64,
     /// C loop calls during the measured phase.
     pub loop_calls: u64,
+    /// Of those, runs that made no id ready. Where each run is caused by an id falling due (a
+    /// readiness trigger, a deadline hint), every other run readied at least one id: no more
+    /// than one run per batch of ids due together.
+    #[serde(default)]
+    pub idle_runs: u64,
     /// Loop calls per millisecond of wall time.
     pub calls_per_ms: f64,
     /// Runs that overlapped another run (undefined behaviour in a real C library).
@@ -53,6 +58,9 @@ pub struct Cell {
     pub ready_to_seen_us: Spread,
     /// From the id's deadline to "future saw it".
     pub deadline_to_seen_us: Spread,
+    /// From the id's deadline to "ready in C": how late the loop ran after the id fell due.
+    #[serde(default)]
+    pub deadline_to_ready_us: Spread,
     /// Process CPU time (user + sys) over wall time, in the measured phase.
     pub cpu_cores: f64,
     /// The whole cell, setting up and spawning the waiters included, in ms.
@@ -63,6 +71,10 @@ pub struct Cell {
     pub peak_rss_kib: u64,
     /// Timer ticks the pump took more than one interval late (ffi-pump only).
     pub late_ticks: Option<u64>,
+    /// Steal time of the machine's CPUs in the measured phase, in ms, in whole clock ticks (see
+    /// [`Usage::steal`](crate::usage::Usage::steal)); `None` where the kernel does not report it.
+    #[serde(default)]
+    pub steal_ms: Option<f64>,
 }
 
 /// One approach with no waiter for a while.

@@ -112,6 +112,12 @@ fn cell(approach: Approach, n: u32) -> Cell {
     let mut deadline_to_seen: Vec<u64> = (0..n as usize)
         .map(|id| seen[id].saturating_sub(deadlines[id]))
         .collect();
+    let mut deadline_to_ready: Vec<u64> = (0..n)
+        .map(|id| {
+            let ready = fx.ready_at_ns(id).expect("every id ran");
+            ready.saturating_sub(deadlines[id as usize])
+        })
+        .collect();
     // The measured phase: from arming the ids to the last waiter seeing its id.
     let last_seen = seen.iter().copied().max().unwrap_or(armed.at_ns);
     let wall = Duration::from_nanos(last_seen.saturating_sub(armed.at_ns));
@@ -122,16 +128,22 @@ fn cell(approach: Approach, n: u32) -> Cell {
         n,
         wall_ms,
         loop_calls,
+        idle_runs: stats.idle_runs - armed.idle_runs,
         calls_per_ms: loop_calls as f64 / wall_ms,
         run_overlaps: stats.run_overlaps,
         check_overlaps: stats.check_overlaps,
         ready_to_seen_us: Spread::of_ns(&mut ready_to_seen),
         deadline_to_seen_us: Spread::of_ns(&mut deadline_to_seen),
+        deadline_to_ready_us: Spread::of_ns(&mut deadline_to_ready),
         cpu_cores: (finished.cpu - armed.usage.cpu).as_secs_f64() / wall.as_secs_f64(),
         total_ms: total.as_secs_f64() * 1e3,
         total_cpu_cores: (after.cpu - before.cpu).as_secs_f64() / total.as_secs_f64(),
         peak_rss_kib: after.max_rss_kib,
         late_ticks: peers::late_ticks(),
+        steal_ms: finished
+            .steal
+            .zip(armed.usage.steal)
+            .map(|(end, start)| end.saturating_sub(start).as_secs_f64() * 1e3),
     }
 }
 
@@ -393,43 +405,93 @@ fn targets(repeats: u32) {
 
 /// The event-driven rows, repeated at N = 10 000: ffi-pump turned by readiness (on tokio and on
 /// smol) and by deadline hints, side by side with the readiness-thread baseline in each repeat.
+///
+/// Each row shows the steal time of its measured phase, and a summary splits the repeats by it: a
+/// thread whose virtual CPU the host takes away stalls, whatever runs on it.
 fn readiness(repeats: u32) {
     const N: u32 = 10_000;
+    const ROWS: [Approach; 4] = [
+        Approach::ReadinessThread,
+        Approach::PumpReadiness,
+        Approach::PumpReadinessSmol,
+        Approach::PumpHinted,
+    ];
     println!(
-        "| approach | repeat | loop runs | ready→seen p50 / p99 µs | deadline→seen p50 / p99 µs | p99 ratio (ready, deadline) | CPU cores |\n\
-         |---|---:|---:|---:|---:|---:|---:|"
+        "| approach | repeat | loop runs (idle) | ready→seen p50 / p99 µs | deadline→seen p50 / p99 µs | deadline→ready p99 µs | p99 ratio (ready, deadline) | CPU cores | steal ms |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
     let run = |a: Approach| child::<Cell>(&["--cell".into(), a.name().into(), N.to_string()]);
+    let mut measured: Vec<Cell> = Vec::new();
     for repeat in 1..=repeats {
         let base = match run(Approach::ReadinessThread) {
             Ok(base) => base,
             Err(why) => {
-                println!("| readiness-thread | {repeat} | failed: {why} | | | | |");
+                println!("| readiness-thread | {repeat} | failed: {why} | | | | | | |");
                 continue;
             }
         };
-        for c in [
-            Ok(base.clone()),
-            run(Approach::PumpReadiness),
-            run(Approach::PumpReadinessSmol),
-            run(Approach::PumpHinted),
-        ] {
+        let cells = ROWS[1..].iter().map(|&a| run(a));
+        for c in std::iter::once(Ok(base.clone())).chain(cells) {
             match c {
-                Ok(c) => println!(
-                    "| {} | {repeat} | {} | {:.0} / {:.0} | {:.0} / {:.0} | {:.2}, {:.2} | {:.2} |",
-                    c.approach,
-                    c.loop_calls,
-                    c.ready_to_seen_us.p50,
-                    c.ready_to_seen_us.p99,
-                    c.deadline_to_seen_us.p50,
-                    c.deadline_to_seen_us.p99,
-                    c.ready_to_seen_us.p99 / base.ready_to_seen_us.p99,
-                    c.deadline_to_seen_us.p99 / base.deadline_to_seen_us.p99,
-                    c.cpu_cores,
-                ),
-                Err(why) => println!("| ? | {repeat} | failed: {why} | | | | |"),
+                Ok(c) => {
+                    println!(
+                        "| {} | {repeat} | {} ({}) | {:.0} / {:.0} | {:.0} / {:.0} | {:.0} | {:.2}, {:.2} | {:.2} | {} |",
+                        c.approach,
+                        c.loop_calls,
+                        c.idle_runs,
+                        c.ready_to_seen_us.p50,
+                        c.ready_to_seen_us.p99,
+                        c.deadline_to_seen_us.p50,
+                        c.deadline_to_seen_us.p99,
+                        c.deadline_to_ready_us.p99,
+                        c.ready_to_seen_us.p99 / base.ready_to_seen_us.p99,
+                        c.deadline_to_seen_us.p99 / base.deadline_to_seen_us.p99,
+                        c.cpu_cores,
+                        c.steal_ms.map_or("?".into(), |ms| format!("{ms:.0}")),
+                    );
+                    measured.push(c);
+                }
+                Err(why) => println!("| ? | {repeat} | failed: {why} | | | | | | |"),
             }
         }
+    }
+    println!(
+        "\n| approach | repeats | deadline→seen p99 µs, median (range) | ≤ 200 µs | without steal | their p99 µs, median (range) | ≤ 200 µs |\n\
+         |---|---:|---:|---:|---:|---:|---:|"
+    );
+    for approach in ROWS {
+        let of: Vec<&Cell> = measured
+            .iter()
+            .filter(|c| c.approach == approach.name())
+            .collect();
+        let quiet: Vec<&Cell> = of
+            .iter()
+            .copied()
+            .filter(|c| c.steal_ms == Some(0.0))
+            .collect();
+        let (all, all_met) = p99_summary(&of);
+        let (calm, calm_met) = p99_summary(&quiet);
+        println!(
+            "| {} | {} | {all} | {all_met}/{} | {} | {calm} | {calm_met}/{} |",
+            approach.name(),
+            of.len(),
+            of.len(),
+            quiet.len(),
+            quiet.len(),
+        );
+    }
+}
+
+/// "median (lowest – highest)" of the cells' deadline→seen p99, and how many are ≤ 200 µs.
+fn p99_summary(cells: &[&Cell]) -> (String, usize) {
+    let mut p99: Vec<f64> = cells.iter().map(|c| c.deadline_to_seen_us.p99).collect();
+    p99.sort_by(f64::total_cmp);
+    let met = p99.iter().filter(|&&us| us <= 200.0).count();
+    match (p99.first(), p99.get(p99.len() / 2), p99.last()) {
+        (Some(low), Some(median), Some(high)) => {
+            (format!("{median:.0} ({low:.0} – {high:.0})"), met)
+        }
+        _ => ("–".into(), met),
     }
 }
 
