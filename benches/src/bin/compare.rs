@@ -422,7 +422,17 @@ fn readiness(repeats: u32) {
     );
     let run = |a: Approach| child::<Cell>(&["--cell".into(), a.name().into(), N.to_string()]);
     let mut measured: Vec<Cell> = Vec::new();
+    let mut kicks: Vec<Kick> = Vec::new();
     for repeat in 1..=repeats {
+        for approach in [Approach::PumpTokio, Approach::PumpSmol] {
+            match child::<Kick>(&["--kick".into(), approach.name().into()]) {
+                Ok(k) => kicks.push(k),
+                Err(why) => println!(
+                    "| {} | {repeat} | kick failed: {why} | | | | | | |",
+                    approach.name()
+                ),
+            }
+        }
         let base = match run(Approach::ReadinessThread) {
             Ok(base) => base,
             Err(why) => {
@@ -478,6 +488,38 @@ fn readiness(repeats: u32) {
             of.len(),
             quiet.len(),
             quiet.len(),
+        );
+    }
+    kick_summary(&kicks);
+}
+
+/// `kick()` → waiter p99 of each repeat, by approach.
+fn kick_summary(kicks: &[Kick]) {
+    println!(
+        "\n| approach | repeats | kick→seen p99 µs, median (range) | ≤ 100 µs | each repeat |\n\
+         |---|---:|---:|---:|---|"
+    );
+    for approach in [Approach::PumpTokio, Approach::PumpSmol] {
+        let each: Vec<f64> = kicks
+            .iter()
+            .filter(|k| k.approach == approach.name())
+            .map(|k| k.kick_to_seen_us.p99)
+            .collect();
+        let mut sorted = each.clone();
+        sorted.sort_by(f64::total_cmp);
+        let (Some(low), Some(median), Some(high)) =
+            (sorted.first(), sorted.get(sorted.len() / 2), sorted.last())
+        else {
+            continue;
+        };
+        let listed: Vec<String> = each.iter().map(|us| format!("{us:.0}")).collect();
+        println!(
+            "| {} | {} | {median:.0} ({low:.0} – {high:.0}) | {}/{} | {} |",
+            approach.name(),
+            each.len(),
+            each.iter().filter(|&&us| us <= 100.0).count(),
+            each.len(),
+            listed.join(", "),
         );
     }
 }
