@@ -55,6 +55,9 @@ pub enum Approach {
     /// 5. The same on a 2-thread smol executor, whose idle threads poll async-io's reactor
     ///    themselves (on tokio, readiness reaches the pump through async-io's own thread).
     PumpReadinessSmol,
+    /// 5. `PumpReadiness` with the pump on a thread of its own (`Backend::Thread`), which polls
+    ///    async-io's reactor itself, and the waits on the same tokio runtime.
+    PumpReadinessThread,
     /// 5. ffi-pump, completion-driven, sleeping until the fixture's next deadline
     ///    (`build_with_deadline`), kicked once the ids are armed, on the same tokio runtime.
     PumpHinted,
@@ -62,7 +65,7 @@ pub enum Approach {
 
 impl Approach {
     /// Every approach, in table order.
-    pub const ALL: [Approach; 13] = [
+    pub const ALL: [Approach; 14] = [
         Approach::Naive,
         Approach::ThreadLocal,
         Approach::Atomic,
@@ -75,6 +78,7 @@ impl Approach {
         Approach::PumpCompletions,
         Approach::PumpReadiness,
         Approach::PumpReadinessSmol,
+        Approach::PumpReadinessThread,
         Approach::PumpHinted,
     ];
 
@@ -93,6 +97,7 @@ impl Approach {
             Approach::PumpCompletions => "ffi-pump-completions",
             Approach::PumpReadiness => "ffi-pump-readiness",
             Approach::PumpReadinessSmol => "ffi-pump-readiness-smol",
+            Approach::PumpReadinessThread => "ffi-pump-readiness-thread",
             Approach::PumpHinted => "ffi-pump-hinted",
         }
     }
@@ -120,6 +125,7 @@ impl Approach {
                 | Approach::PumpCompletions
                 | Approach::PumpReadiness
                 | Approach::PumpReadinessSmol
+                | Approach::PumpReadinessThread
                 | Approach::PumpHinted
         )
     }
@@ -163,10 +169,13 @@ pub fn run(approach: Approach, workload: &Workload) -> Seen {
             pump_tokio(workload, approach.strategy())
         }
         Approach::PumpSmol => pump_smol(workload),
-        Approach::PumpCompletions => pump_completions(workload, Turns::Interval),
-        Approach::PumpReadiness => pump_completions(workload, Turns::Readiness),
+        Approach::PumpCompletions => pump_completions(workload, Turns::Interval, Backend::Tokio),
+        Approach::PumpReadiness => pump_completions(workload, Turns::Readiness, Backend::Tokio),
         Approach::PumpReadinessSmol => readiness_smol(workload),
-        Approach::PumpHinted => pump_completions(workload, Turns::Deadlines),
+        Approach::PumpReadinessThread => {
+            pump_completions(workload, Turns::Readiness, Backend::Thread)
+        }
+        Approach::PumpHinted => pump_completions(workload, Turns::Deadlines, Backend::Tokio),
     }
 }
 
@@ -431,8 +440,8 @@ enum Turns {
 }
 
 /// Peer 5, completion-driven: `run_once` completes the ids the fixture reports ready, and each
-/// waiter waits for its key.
-fn pump_completions(workload: &Workload, turns: Turns) -> Seen {
+/// waiter waits for its key; the pump is spawned on `backend`.
+fn pump_completions(workload: &Workload, turns: Turns, backend: Backend) -> Seen {
     let rt = tokio_runtime();
     rt.block_on(async {
         let table = Completions::<u32, ()>::new();
@@ -451,7 +460,7 @@ fn pump_completions(workload: &Workload, turns: Turns) -> Seen {
             Turns::Deadlines => builder.build_with_deadline(run_once),
         }
         .expect("valid settings");
-        pump.spawn_on(Backend::Tokio).expect("inside the runtime");
+        pump.spawn_on(backend).expect("inside the runtime");
         let seen = Collector::new(workload.n);
         for id in 0..workload.n {
             let (pump, table, seen) = (pump.clone(), table.clone(), seen.clone());
@@ -602,6 +611,12 @@ pub fn idle(approach: Approach, span: Duration) -> u64 {
                 sleep.await;
                 pump.close();
             });
+        }
+        Approach::PumpReadinessThread => {
+            let pump = pump_for(&fx, approach.strategy());
+            pump.spawn_on(Backend::Thread).expect("a thread can be spawned");
+            async_io::block_on(sleep);
+            pump.close();
         }
         Approach::PumpSmol | Approach::PumpReadinessSmol => {
             let (executor, _stop) = smol_executor();

@@ -410,10 +410,11 @@ fn targets(repeats: u32) {
 /// thread whose virtual CPU the host takes away stalls, whatever runs on it.
 fn readiness(repeats: u32) {
     const N: u32 = 10_000;
-    const ROWS: [Approach; 4] = [
+    const ROWS: [Approach; 5] = [
         Approach::ReadinessThread,
         Approach::PumpReadiness,
         Approach::PumpReadinessSmol,
+        Approach::PumpReadinessThread,
         Approach::PumpHinted,
     ];
     println!(
