@@ -614,7 +614,8 @@ pub fn idle(approach: Approach, span: Duration) -> u64 {
         }
         Approach::PumpReadinessThread => {
             let pump = pump_for(&fx, approach.strategy());
-            pump.spawn_on(Backend::Thread).expect("a thread can be spawned");
+            pump.spawn_on(Backend::Thread)
+                .expect("a thread can be spawned");
             async_io::block_on(sleep);
             pump.close();
         }

@@ -75,6 +75,9 @@ pub struct Cell {
     /// [`Usage::steal`](crate::usage::Usage::steal)); `None` where the kernel does not report it.
     #[serde(default)]
     pub steal_ms: Option<f64>,
+    /// How long after the first possible deadline the ids were all armed (0 as intended).
+    #[serde(default)]
+    pub arming_late_us: f64,
 }
 
 /// One approach with no waiter for a while.

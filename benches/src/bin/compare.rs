@@ -118,7 +118,14 @@ fn cell(approach: Approach, n: u32) -> Cell {
             ready.saturating_sub(deadlines[id as usize])
         })
         .collect();
-    // The measured phase: from arming the ids to the last waiter seeing its id.
+    if armed.late_by_us > 0.0 {
+        eprintln!(
+            "{} at {n}: arming ended {:.0} µs after the first possible deadline",
+            approach.name(),
+            armed.late_by_us
+        );
+    }
+    // The measured phase: from the first possible deadline to the last waiter seeing its id.
     let last_seen = seen.iter().copied().max().unwrap_or(armed.at_ns);
     let wall = Duration::from_nanos(last_seen.saturating_sub(armed.at_ns));
     let wall_ms = wall.as_secs_f64() * 1e3;
@@ -140,6 +147,7 @@ fn cell(approach: Approach, n: u32) -> Cell {
         total_cpu_cores: (after.cpu - before.cpu).as_secs_f64() / total.as_secs_f64(),
         peak_rss_kib: after.max_rss_kib,
         late_ticks: peers::late_ticks(),
+        arming_late_us: armed.late_by_us,
         steal_ms: finished
             .steal
             .zip(armed.usage.steal)
