@@ -460,7 +460,8 @@ fn pump_completions(workload: &Workload, turns: Turns, backend: Backend) -> Seen
             Turns::Deadlines => builder.build_with_deadline(run_once),
         }
         .expect("valid settings");
-        pump.spawn_on(backend).expect("inside the runtime");
+        pump.spawn_on(backend)
+            .expect("tokio inside its runtime, or a thread");
         let seen = Collector::new(workload.n);
         for id in 0..workload.n {
             let (pump, table, seen) = (pump.clone(), table.clone(), seen.clone());

@@ -118,11 +118,11 @@ fn cell(approach: Approach, n: u32) -> Cell {
             ready.saturating_sub(deadlines[id as usize])
         })
         .collect();
-    if armed.late_by_us > 0.0 {
+    if armed.arming_late_us > 0.0 {
         eprintln!(
             "{} at {n}: arming ended {:.0} µs after the first possible deadline",
             approach.name(),
-            armed.late_by_us
+            armed.arming_late_us
         );
     }
     // The measured phase: from the first possible deadline to the last waiter seeing its id.
@@ -147,7 +147,7 @@ fn cell(approach: Approach, n: u32) -> Cell {
         total_cpu_cores: (after.cpu - before.cpu).as_secs_f64() / total.as_secs_f64(),
         peak_rss_kib: after.max_rss_kib,
         late_ticks: peers::late_ticks(),
-        arming_late_us: armed.late_by_us,
+        arming_late_us: armed.arming_late_us,
         steal_ms: finished
             .steal
             .zip(armed.usage.steal)
@@ -514,11 +514,7 @@ fn kick_summary(kicks: &[Kick]) {
             .filter(|k| k.approach == approach.name())
             .map(|k| k.kick_to_seen_us.p99)
             .collect();
-        let mut sorted = each.clone();
-        sorted.sort_by(f64::total_cmp);
-        let (Some(low), Some(median), Some(high)) =
-            (sorted.first(), sorted.get(sorted.len() / 2), sorted.last())
-        else {
+        let Some((low, median, high)) = spread_of(&each) else {
             continue;
         };
         let listed: Vec<String> = each.iter().map(|us| format!("{us:.0}")).collect();
@@ -535,15 +531,19 @@ fn kick_summary(kicks: &[Kick]) {
 
 /// "median (lowest – highest)" of the cells' deadline→seen p99, and how many are ≤ 200 µs.
 fn p99_summary(cells: &[&Cell]) -> (String, usize) {
-    let mut p99: Vec<f64> = cells.iter().map(|c| c.deadline_to_seen_us.p99).collect();
-    p99.sort_by(f64::total_cmp);
+    let p99: Vec<f64> = cells.iter().map(|c| c.deadline_to_seen_us.p99).collect();
     let met = p99.iter().filter(|&&us| us <= 200.0).count();
-    match (p99.first(), p99.get(p99.len() / 2), p99.last()) {
-        (Some(low), Some(median), Some(high)) => {
-            (format!("{median:.0} ({low:.0} – {high:.0})"), met)
-        }
-        _ => ("–".into(), met),
+    match spread_of(&p99) {
+        Some((low, median, high)) => (format!("{median:.0} ({low:.0} – {high:.0})"), met),
+        None => ("–".into(), met),
     }
+}
+
+/// Lowest, median and highest of `values`; `None` if there are none.
+fn spread_of(values: &[f64]) -> Option<(f64, f64, f64)> {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    Some((*sorted.first()?, sorted[sorted.len() / 2], *sorted.last()?))
 }
 
 /// `--stalls`: the gaps a spinning thread per worker sees on this machine, with nothing else
