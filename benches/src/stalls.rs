@@ -23,21 +23,48 @@ pub struct Stalls {
     pub over_2ms: u64,
     /// The longest gap, in µs.
     pub max_us: f64,
+    /// Each gap longer than 1 ms: (start, length) in ms since the threads began.
+    pub long_gaps_ms: Vec<(f64, f64)>,
+    /// How much of this thread's gaps longer than 1 ms another thread was stopped too, in ms: 0
+    /// when the machine stops one CPU at a time.
+    pub shared_ms: f64,
 }
 
 /// Spins `threads` threads for `span` each, side by side.
 pub fn measure(threads: usize, span: Duration) -> Vec<Stalls> {
+    let origin = Instant::now();
     let spinners: Vec<_> = (0..threads)
-        .map(|_| thread::spawn(move || spin(span)))
+        .map(|_| thread::spawn(move || spin(origin, span)))
         .collect();
-    spinners
+    let mut seen: Vec<Stalls> = spinners
         .into_iter()
         .map(|spinner| spinner.join().expect("a spinning thread does not panic"))
-        .collect()
+        .collect();
+    for i in 0..seen.len() {
+        let shared: f64 = seen[i]
+            .long_gaps_ms
+            .iter()
+            .map(|&gap| {
+                let others = seen.iter().enumerate().filter(|&(j, _)| j != i);
+                others
+                    .flat_map(|(_, other)| other.long_gaps_ms.iter())
+                    .map(|&other| overlap_ms(gap, other))
+                    .sum::<f64>()
+            })
+            .sum();
+        seen[i].shared_ms = shared;
+    }
+    seen
 }
 
-fn spin(span: Duration) -> Stalls {
+/// How long two (start, length) intervals overlap.
+fn overlap_ms((a, a_len): (f64, f64), (b, b_len): (f64, f64)) -> f64 {
+    ((a + a_len).min(b + b_len) - a.max(b)).max(0.0)
+}
+
+fn spin(origin: Instant, span: Duration) -> Stalls {
     let start = Instant::now();
+    let mut long_gaps_ms = Vec::new();
     let mut last = start;
     let (mut over_200us, mut over_1ms, mut over_2ms) = (0, 0, 0);
     let mut max = Duration::ZERO;
@@ -47,6 +74,10 @@ fn spin(span: Duration) -> Stalls {
         over_200us += u64::from(gap > Duration::from_micros(200));
         over_1ms += u64::from(gap > Duration::from_millis(1));
         over_2ms += u64::from(gap > Duration::from_millis(2));
+        if gap > Duration::from_millis(1) {
+            let at = (last - origin).as_secs_f64() * 1e3;
+            long_gaps_ms.push((at, gap.as_secs_f64() * 1e3));
+        }
         max = max.max(gap);
         last = now;
     }
@@ -56,5 +87,7 @@ fn spin(span: Duration) -> Stalls {
         over_1ms,
         over_2ms,
         max_us: max.as_secs_f64() * 1e6,
+        long_gaps_ms,
+        shared_ms: 0.0,
     }
 }

@@ -550,12 +550,14 @@ fn spread_of(values: &[f64]) -> Option<(f64, f64, f64)> {
 /// running.
 fn stalls(span: Duration) {
     let seen = ffi_pump_bench::stalls::measure(WORKERS, span);
-    println!("| thread | seconds | gaps > 200 µs | > 1 ms | > 2 ms | longest µs |");
-    println!("|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "| thread | seconds | gaps > 200 µs | > 1 ms | > 2 ms | longest µs | ms of its > 1 ms gaps the other thread was stopped too |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|");
     for (thread, s) in seen.iter().enumerate() {
         println!(
-            "| {thread} | {:.1} | {} | {} | {} | {:.0} |",
-            s.seconds, s.over_200us, s.over_1ms, s.over_2ms, s.max_us
+            "| {thread} | {:.1} | {} | {} | {} | {:.0} | {:.2} |",
+            s.seconds, s.over_200us, s.over_1ms, s.over_2ms, s.max_us, s.shared_ms
         );
     }
     for s in &seen {
