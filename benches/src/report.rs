@@ -78,6 +78,9 @@ pub struct Cell {
     /// How long after the first possible deadline the ids were all armed (0 as intended).
     #[serde(default)]
     pub arming_late_us: f64,
+    /// How long arming all ids took, in µs (before the first deadline, outside the measured phase).
+    #[serde(default)]
+    pub arming_us: f64,
 }
 
 /// One approach with no waiter for a while.

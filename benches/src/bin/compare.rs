@@ -148,6 +148,7 @@ fn cell(approach: Approach, n: u32) -> Cell {
         peak_rss_kib: after.max_rss_kib,
         late_ticks: peers::late_ticks(),
         arming_late_us: armed.arming_late_us,
+        arming_us: armed.arming_us,
         steal_ms: finished
             .steal
             .zip(armed.usage.steal)
