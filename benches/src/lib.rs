@@ -118,8 +118,7 @@ impl Workload {
 
 /// How far ahead of arming the first deadline lies: room for [`FakeLoop::arm_many`] of `n` ids
 /// (`arming_us` of a cell: 0.3 ms for 10 000, 2.8 – 5.1 ms for 100 000 and 26 – 51 ms for 1 000 000
-/// here) with a margin
-/// of four times or more.
+/// here) with a margin of four times or more.
 pub fn arming_lead(n: u32) -> Duration {
     Duration::from_millis(2) + Duration::from_nanos(200) * n
 }
