@@ -14,6 +14,8 @@ use async_lock::MutexGuardArc;
 use futures_lite::{FutureExt, StreamExt};
 
 use crate::shared::Shared;
+#[cfg(unix)]
+use crate::trigger::{Trigger, Watch};
 use crate::Error;
 
 /// The pump future: ticks the timer and runs the loop until the pump closes.
@@ -131,21 +133,26 @@ enum Wake {
 }
 
 /// Readiness of the pump's trigger, if it has one; otherwise never.
-async fn readiness(shared: &Shared) -> Wake {
-    #[cfg(unix)]
-    if let Some(trigger) = &shared.trigger {
-        if trigger.is_readable_now() {
-            // Still readable after the last run: run again, after letting the tasks it woke
-            // (and any other) have their turn on this executor.
-            futures_lite::future::yield_now().await;
-            return Wake::Ready;
-        }
-        return match trigger.readable().await {
-            Ok(()) => Wake::Ready,
-            Err(kind) => Wake::TriggerFailed(kind),
-        };
+#[cfg(unix)]
+async fn readiness(watch: Option<&Watch<'_>>) -> Wake {
+    let Some(watch) = watch else {
+        return std::future::pending().await;
+    };
+    if watch.trigger().is_readable_now() {
+        // Still readable after the last run: run again, after letting the tasks it woke (and
+        // any other) have their turn on this executor.
+        futures_lite::future::yield_now().await;
+        return Wake::Ready;
     }
-    let _ = shared;
+    match watch.readable().await {
+        Ok(()) => Wake::Ready,
+        Err(kind) => Wake::TriggerFailed(kind),
+    }
+}
+
+/// Without descriptors there is no readiness to wait for.
+#[cfg(not(unix))]
+async fn readiness(_: Option<&std::convert::Infallible>) -> Wake {
     std::future::pending().await
 }
 
@@ -159,6 +166,18 @@ pub(crate) async fn drive<L: FnMut()>(shared: &Shared, mut local: Option<L>) {
     } else {
         Timer::interval(interval)
     };
+    // Made here, on the thread polling the driver, so a driver on tokio watches with tokio's
+    // reactor.
+    #[cfg(unix)]
+    let watch = match shared.trigger.as_ref().map(Trigger::watch).transpose() {
+        Ok(watch) => watch,
+        Err(kind) => {
+            shared.fail(Error::Trigger(kind));
+            return;
+        }
+    };
+    #[cfg(not(unix))]
+    let watch = None;
     loop {
         if shared.is_closed() {
             return;
@@ -193,7 +212,7 @@ pub(crate) async fn drive<L: FnMut()>(shared: &Shared, mut local: Option<L>) {
                 woken.await;
                 Wake::Woken
             })
-            .or(readiness(shared))
+            .or(readiness(watch.as_ref()))
             .await;
         match wake {
             // The last wait may have ended while the timer ran: an idle pump does not call the

@@ -1,6 +1,9 @@
 //! The readiness trigger ([`Builder::run_on_readable`](crate::Builder::run_on_readable)): a
-//! duplicate of the C library's descriptor, watched with async-io, and a way to notice when the
-//! library closed its own.
+//! duplicate of the C library's descriptor, watched with async-io (or with tokio's reactor when
+//! the pump runs on tokio), and a way to notice when the library closed its own.
+
+#[cfg(all(feature = "tokio", not(loom)))]
+mod tokio;
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
@@ -66,8 +69,9 @@ impl TriggerFd {
         }
     }
 
-    /// A trigger for one pump: its own duplicate, registered with async-io.
-    pub(crate) fn register(&self) -> Result<Trigger, Error> {
+    /// A trigger for one pump: its own duplicate, registered with async-io; `tokio`: watched
+    /// with tokio's reactor instead where the pump runs on tokio.
+    pub(crate) fn register(&self, tokio: bool) -> Result<Trigger, Error> {
         let duplicate = self
             .duplicate
             .as_ref()
@@ -76,9 +80,13 @@ impl TriggerFd {
             .try_clone()
             .map_err(|e| Error::Trigger(e.kind()))?;
         let source = Async::new_nonblocking(own).map_err(|e| Error::Trigger(e.kind()))?;
+        #[cfg(not(all(feature = "tokio", not(loom))))]
+        let _ = tokio;
         Ok(Trigger {
             source,
             origin: self.origin,
+            #[cfg(all(feature = "tokio", not(loom)))]
+            tokio,
         })
     }
 }
@@ -88,11 +96,32 @@ impl TriggerFd {
 pub(crate) struct Trigger {
     source: Async<OwnedFd>,
     origin: Option<Origin>,
+    /// [`Builder::tokio_readiness`](crate::Builder::tokio_readiness).
+    #[cfg(all(feature = "tokio", not(loom)))]
+    tokio: bool,
 }
 
 impl Trigger {
-    /// Waits until the descriptor is readable.
-    pub(crate) async fn readable(&self) -> Result<(), io::ErrorKind> {
+    /// How the driver polled on this thread waits for readiness: through the reactor of the
+    /// tokio runtime it runs on, if asked for and there is one, else through async-io's.
+    ///
+    /// # Errors
+    ///
+    /// `Unsupported` if tokio's reactor was asked for and the tokio runtime polling the driver
+    /// has no I/O driver.
+    pub(crate) fn watch(&self) -> Result<Watch<'_>, io::ErrorKind> {
+        Ok(Watch {
+            trigger: self,
+            #[cfg(all(feature = "tokio", not(loom)))]
+            tokio: match self.tokio {
+                true => self::tokio::TokioReadiness::register(self)?,
+                false => None,
+            },
+        })
+    }
+
+    /// Waits until async-io's reactor reports the descriptor readable.
+    async fn readable(&self) -> Result<(), io::ErrorKind> {
         self.source.readable().await.map_err(|e| e.kind())
     }
 
@@ -117,5 +146,33 @@ impl Trigger {
             Some(origin) if !origin.is_open() => Err(io::ErrorKind::NotFound),
             _ => Ok(()),
         }
+    }
+}
+
+/// The active driver's wait for readiness (see [`Trigger::watch`]).
+#[derive(Debug)]
+pub(crate) struct Watch<'a> {
+    trigger: &'a Trigger,
+    #[cfg(all(feature = "tokio", not(loom)))]
+    tokio: Option<self::tokio::TokioReadiness>,
+}
+
+impl Watch<'_> {
+    /// The trigger watched.
+    pub(crate) fn trigger(&self) -> &Trigger {
+        self.trigger
+    }
+
+    /// Waits until the descriptor is readable.
+    pub(crate) async fn readable(&self) -> Result<(), io::ErrorKind> {
+        #[cfg(all(feature = "tokio", not(loom)))]
+        if let Some(tokio) = &self.tokio {
+            // tokio fails a registration only when its runtime shuts down, which says nothing
+            // of the descriptor: async-io's reactor still watches it.
+            if tokio.readable(self.trigger).await.is_ok() {
+                return Ok(());
+            }
+        }
+        self.trigger.readable().await
     }
 }

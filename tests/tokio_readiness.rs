@@ -1,0 +1,234 @@
+//! The readiness trigger watched with tokio's reactor (`Builder::tokio_readiness`): it turns the
+//! pump, stays level-triggered, does not spin on tokio's cached readiness, and fails clearly on a
+//! runtime without an I/O driver.
+#![cfg(all(unix, feature = "tokio"))]
+
+mod common;
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{assert_clean, calls_and_rounds, eventually};
+use fake_loop::FakeLoop;
+use ffi_pump::{Backend, Error, Pump};
+use futures_lite::FutureExt;
+
+/// Worker threads of the runtimes below are named so, to read their CPU time apart from the
+/// other tests in this process.
+const WORKER: &str = "ffi-tokio-rdy";
+
+fn runtime(flavor: tokio::runtime::RuntimeFlavor) -> tokio::runtime::Runtime {
+    let mut builder = match flavor {
+        tokio::runtime::RuntimeFlavor::CurrentThread => {
+            tokio::runtime::Builder::new_current_thread()
+        }
+        _ => {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            builder.worker_threads(2);
+            builder
+        }
+    };
+    builder
+        .thread_name(WORKER)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// CPU time (user + system, clock ticks) of this process's threads named [`WORKER`].
+fn worker_cpu_ticks() -> u64 {
+    let mut ticks = 0;
+    for task in std::fs::read_dir("/proc/self/task").expect("/proc/self/task") {
+        let Ok(stat) = std::fs::read_to_string(task.expect("task").path().join("stat")) else {
+            continue; // the thread ended meanwhile
+        };
+        let Some((head, rest)) = stat.rsplit_once(") ") else {
+            continue;
+        };
+        if !head.ends_with(&format!("({WORKER}")) {
+            continue;
+        }
+        // After "(comm) ": state, ppid, … utime is field 14 of the line, stime 15.
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        ticks +=
+            fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime");
+    }
+    ticks
+}
+
+fn readiness_turns_the_pump_long_before_its_timer(flavor: tokio::runtime::RuntimeFlavor) {
+    const IDS: u32 = 200;
+    let fx = Arc::new(FakeLoop::new(IDS));
+    runtime(flavor).block_on(async {
+        let started = Instant::now();
+        let pump = Pump::builder()
+            .interval(Duration::from_secs(1))
+            .run_on_readable(fx.ready_fd().expect("the fixture's ready descriptor"))
+            .tokio_readiness(true)
+            .build({
+                let fx = fx.clone();
+                move || fx.run_once().expect("not re-entered")
+            })
+            .expect("valid settings");
+        pump.spawn_on(Backend::Tokio).expect("inside a runtime");
+        let tasks: Vec<_> = (0..IDS)
+            .map(|id| {
+                let (pump, fx) = (pump.clone(), fx.clone());
+                tokio::spawn(async move {
+                    pump.wait_until(move || fx.check(id))
+                        .timeout(Duration::from_secs(10))
+                        .await
+                })
+            })
+            .collect();
+        for id in 0..IDS {
+            fx.arm_in(id, Duration::from_millis(fastrand::u64(5..100)));
+        }
+        for task in tasks {
+            assert_eq!(task.await.expect("task"), Ok(()));
+        }
+        // With only the 1 s timer, the first id could not be seen before 1 s.
+        let elapsed = started.elapsed();
+        assert!(
+            elapsed < Duration::from_millis(900),
+            "readiness did not turn the pump: {elapsed:?}"
+        );
+        let (calls, rounds) = calls_and_rounds(&pump, &fx).await;
+        assert_eq!(calls, rounds);
+        assert_clean(&fx);
+        pump.close();
+    });
+}
+
+#[test]
+fn readiness_turns_the_pump_on_a_multi_thread_runtime() {
+    readiness_turns_the_pump_long_before_its_timer(tokio::runtime::RuntimeFlavor::MultiThread);
+}
+
+#[test]
+fn readiness_turns_the_pump_on_a_current_thread_runtime() {
+    readiness_turns_the_pump_long_before_its_timer(tokio::runtime::RuntimeFlavor::CurrentThread);
+}
+
+#[test]
+fn readiness_stays_level_triggered_without_spinning_on_a_cached_edge() {
+    const SIGNALS: u64 = 20;
+    runtime(tokio::runtime::RuntimeFlavor::MultiThread).block_on(async {
+        // The library's side: `run_once` consumes one byte per call, like a library that handles
+        // one event per iteration.
+        let (library_side, mut signal) = UnixStream::pair().expect("socket pair");
+        library_side.set_nonblocking(true).expect("nonblocking");
+        let consumed = Arc::new(AtomicU64::new(0));
+        let pump = Pump::builder()
+            .interval(Duration::MAX) // only readiness turns it
+            .run_on_readable(&library_side)
+            .tokio_readiness(true)
+            .build({
+                let consumed = consumed.clone();
+                let mut library_side = library_side.try_clone().expect("dup");
+                move || {
+                    if let Ok(1) = library_side.read(&mut [0; 1]) {
+                        consumed.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+            })
+            .expect("valid settings");
+        pump.spawn_on(Backend::Tokio).expect("inside a runtime");
+        let pending = tokio::spawn({
+            let pump = pump.clone();
+            async move { pump.wait_until(|| false).await }
+        });
+        let probe = pump.clone();
+        eventually("the wait is pending", || probe.stats().pending_waits == 1).await;
+
+        // Three bytes, one edge: the descriptor stays readable after each of the first two runs.
+        signal.write_all(b"abc").expect("signal");
+        let seen = consumed.clone();
+        eventually("three runs for one edge", || {
+            seen.load(Ordering::SeqCst) == 3
+        })
+        .await;
+
+        // Drained: tokio still holds the edge it saw; the pump must neither run nor spin on it.
+        let (rounds, ticks) = (pump.stats().rounds, worker_cpu_ticks());
+        async_io::Timer::after(Duration::from_millis(300)).await;
+        assert_eq!(pump.stats().rounds, rounds, "runs without readiness");
+        let spent = worker_cpu_ticks() - ticks;
+        assert!(spent < 10, "the workers spun for {spent} ticks in 300 ms");
+
+        // Each new edge after a cleared one still turns the pump.
+        for n in 4..4 + SIGNALS {
+            signal.write_all(b"!").expect("signal");
+            let seen = consumed.clone();
+            eventually("a run for the new edge", || {
+                seen.load(Ordering::SeqCst) == n
+            })
+            .await;
+        }
+        pump.close();
+        assert_eq!(pending.await.expect("task"), Err(Error::Closed));
+    });
+}
+
+#[test]
+fn a_runtime_without_io_fails_the_waits_with_a_trigger_error() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let (library_side, _signal) = UnixStream::pair().expect("socket pair");
+        let pump = Pump::builder()
+            .run_on_readable(&library_side)
+            .tokio_readiness(true)
+            .build(|| {})
+            .expect("valid settings");
+        // tokio panics on the registration (its message is printed above this test's result);
+        // the pump turns that into an error for every wait.
+        pump.spawn_on(Backend::Tokio).expect("inside a runtime");
+        let outcome = pump
+            .wait_until(|| false)
+            .or(async {
+                async_io::Timer::after(Duration::from_secs(10)).await;
+                panic!("the wait hung");
+            })
+            .await;
+        assert!(
+            matches!(
+                outcome,
+                Err(Error::Trigger(std::io::ErrorKind::Unsupported))
+            ),
+            "got {outcome:?}"
+        );
+    });
+}
+
+#[test]
+fn tokio_readiness_is_ignored_on_other_executors() {
+    let fx = Arc::new(FakeLoop::new(1));
+    let pump = Pump::builder()
+        .interval(Duration::from_secs(1))
+        .run_on_readable(fx.ready_fd().expect("the fixture's ready descriptor"))
+        .tokio_readiness(true)
+        .build_on_thread({
+            let fx = fx.clone();
+            move || move || fx.run_once().expect("not re-entered")
+        })
+        .expect("pump thread starts");
+    let started = Instant::now();
+    fx.arm_in(0, Duration::from_millis(20));
+    let outcome = futures_lite::future::block_on(
+        pump.wait_until(move || fx.check(0))
+            .timeout(Duration::from_secs(10)),
+    );
+    assert_eq!(outcome, Ok(()));
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed < Duration::from_millis(900),
+        "async-io's readiness did not turn the pump thread: {elapsed:?}"
+    );
+    pump.close();
+}
