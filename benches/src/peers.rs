@@ -58,6 +58,9 @@ pub enum Approach {
     /// 5. `PumpReadiness` with the pump on a thread of its own (`Backend::Thread`), which polls
     ///    async-io's reactor itself, and the waits on the same tokio runtime.
     PumpReadinessThread,
+    /// 5. `PumpReadiness` with `tokio_readiness(true)`: tokio's own reactor watches the
+    ///    descriptor, so a readiness wakes the worker parked on it instead of async-io's thread.
+    PumpReadinessTokioReactor,
     /// 5. ffi-pump, completion-driven, sleeping until the fixture's next deadline
     ///    (`build_with_deadline`), kicked once the ids are armed, on the same tokio runtime.
     PumpHinted,
@@ -65,7 +68,7 @@ pub enum Approach {
 
 impl Approach {
     /// Every approach, in table order.
-    pub const ALL: [Approach; 14] = [
+    pub const ALL: [Approach; 15] = [
         Approach::Naive,
         Approach::ThreadLocal,
         Approach::Atomic,
@@ -79,6 +82,7 @@ impl Approach {
         Approach::PumpReadiness,
         Approach::PumpReadinessSmol,
         Approach::PumpReadinessThread,
+        Approach::PumpReadinessTokioReactor,
         Approach::PumpHinted,
     ];
 
@@ -98,6 +102,7 @@ impl Approach {
             Approach::PumpReadiness => "ffi-pump-readiness",
             Approach::PumpReadinessSmol => "ffi-pump-readiness-smol",
             Approach::PumpReadinessThread => "ffi-pump-readiness-thread",
+            Approach::PumpReadinessTokioReactor => "ffi-pump-readiness-tokio-reactor",
             Approach::PumpHinted => "ffi-pump-hinted",
         }
     }
@@ -126,6 +131,7 @@ impl Approach {
                 | Approach::PumpReadiness
                 | Approach::PumpReadinessSmol
                 | Approach::PumpReadinessThread
+                | Approach::PumpReadinessTokioReactor
                 | Approach::PumpHinted
         )
     }
@@ -174,6 +180,9 @@ pub fn run(approach: Approach, workload: &Workload) -> Seen {
         Approach::PumpReadinessSmol => readiness_smol(workload),
         Approach::PumpReadinessThread => {
             pump_completions(workload, Turns::Readiness, Backend::Thread)
+        }
+        Approach::PumpReadinessTokioReactor => {
+            pump_completions(workload, Turns::TokioReadiness, Backend::Tokio)
         }
         Approach::PumpHinted => pump_completions(workload, Turns::Deadlines, Backend::Tokio),
     }
@@ -435,6 +444,8 @@ enum Turns {
     Interval,
     /// The fixture's ready descriptor; the timer, at 1 s, is only a fallback.
     Readiness,
+    /// The same, watched with tokio's reactor (`tokio_readiness(true)`).
+    TokioReadiness,
     /// The fixture's next deadline, reported by `run_once`.
     Deadlines,
 }
@@ -451,9 +462,10 @@ fn pump_completions(workload: &Workload, turns: Turns, backend: Backend) -> Seen
             Turns::Interval => builder.interval(INTERVAL).build(move || {
                 run_once();
             }),
-            Turns::Readiness => builder
+            Turns::Readiness | Turns::TokioReadiness => builder
                 .interval(Duration::from_secs(1))
                 .run_on_readable(workload.fx.ready_fd().expect("the fixture's descriptor"))
+                .tokio_readiness(turns == Turns::TokioReadiness)
                 .build(move || {
                     run_once();
                 }),
@@ -605,6 +617,7 @@ pub fn idle(approach: Approach, span: Duration) -> u64 {
         | Approach::PumpTokioBroadcast
         | Approach::PumpCompletions
         | Approach::PumpReadiness
+        | Approach::PumpReadinessTokioReactor
         | Approach::PumpHinted => {
             tokio_runtime().block_on(async {
                 let pump = pump_for(&fx, approach.strategy());

@@ -419,9 +419,10 @@ fn targets(repeats: u32) {
 /// thread whose virtual CPU the host takes away stalls, whatever runs on it.
 fn readiness(repeats: u32) {
     const N: u32 = 10_000;
-    const ROWS: [Approach; 5] = [
+    const ROWS: [Approach; 6] = [
         Approach::ReadinessThread,
         Approach::PumpReadiness,
+        Approach::PumpReadinessTokioReactor,
         Approach::PumpReadinessSmol,
         Approach::PumpReadinessThread,
         Approach::PumpHinted,
