@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use async_executor::Executor;
 use fake_loop::{now_ns, FakeLoop};
-use ffi_pump::{Backend, Completions, Pump, Strategy};
+use ffi_pump::{Backend, Builder, Completions, Pump, Strategy};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
@@ -620,14 +620,14 @@ pub fn idle(approach: Approach, span: Duration) -> u64 {
         | Approach::PumpReadinessTokioReactor
         | Approach::PumpHinted => {
             tokio_runtime().block_on(async {
-                let pump = pump_for(&fx, approach.strategy());
+                let pump = idle_pump(approach, &fx);
                 pump.spawn_on(Backend::Tokio).expect("inside the runtime");
                 sleep.await;
                 pump.close();
             });
         }
         Approach::PumpReadinessThread => {
-            let pump = pump_for(&fx, approach.strategy());
+            let pump = idle_pump(approach, &fx);
             pump.spawn_on(Backend::Thread)
                 .expect("a thread can be spawned");
             async_io::block_on(sleep);
@@ -635,13 +635,44 @@ pub fn idle(approach: Approach, span: Duration) -> u64 {
         }
         Approach::PumpSmol | Approach::PumpReadinessSmol => {
             let (executor, _stop) = smol_executor();
-            let pump = pump_for(&fx, approach.strategy());
+            let pump = idle_pump(approach, &fx);
             executor.spawn(pump.run()).detach();
             async_io::block_on(sleep);
             pump.close();
         }
     }
     fx.stats().calls
+}
+
+/// An ffi-pump approach's pump, configured as in its measured cells (trigger, deadline hint),
+/// for [`idle`].
+fn idle_pump(approach: Approach, fx: &Arc<FakeLoop>) -> Pump {
+    let readiness = |builder: Builder| {
+        builder
+            .interval(Duration::from_secs(1))
+            .run_on_readable(fx.ready_fd().expect("the fixture's descriptor"))
+            .tokio_readiness(approach == Approach::PumpReadinessTokioReactor)
+    };
+    let builder = Pump::builder()
+        .interval(INTERVAL)
+        .strategy(approach.strategy());
+    let loop_fx = fx.clone();
+    match approach {
+        Approach::PumpReadiness
+        | Approach::PumpReadinessSmol
+        | Approach::PumpReadinessThread
+        | Approach::PumpReadinessTokioReactor => readiness(builder).build(move || {
+            let _ = loop_fx.run_once();
+        }),
+        Approach::PumpHinted => builder.build_with_deadline(move || {
+            let _ = loop_fx.run_once();
+            loop_fx
+                .next_deadline_ns()
+                .map(|at| Instant::now() + Duration::from_nanos(at.saturating_sub(now_ns())))
+        }),
+        _ => return pump_for(fx, approach.strategy()),
+    }
+    .expect("valid settings")
 }
 
 type BoxedTask = Pin<Box<dyn Future<Output = u64> + Send>>;
