@@ -16,11 +16,11 @@ use fake_loop::FakeLoop;
 use ffi_pump::{Backend, Error, Pump};
 use futures_lite::FutureExt;
 
-/// Worker threads of the runtimes below are named so, to read their CPU time apart from the
-/// other tests in this process.
-const WORKER: &str = "ffi-tokio-rdy";
+/// The worker threads of the level-triggered test's runtime are named so, to read their CPU time
+/// apart from the other tests in this process.
+const WORKER: &str = "ffi-level-test";
 
-fn runtime(flavor: tokio::runtime::RuntimeFlavor) -> tokio::runtime::Runtime {
+fn runtime(flavor: tokio::runtime::RuntimeFlavor, thread_name: &str) -> tokio::runtime::Runtime {
     let mut builder = match flavor {
         tokio::runtime::RuntimeFlavor::CurrentThread => {
             tokio::runtime::Builder::new_current_thread()
@@ -32,7 +32,7 @@ fn runtime(flavor: tokio::runtime::RuntimeFlavor) -> tokio::runtime::Runtime {
         }
     };
     builder
-        .thread_name(WORKER)
+        .thread_name(thread_name)
         .enable_all()
         .build()
         .expect("runtime")
@@ -62,7 +62,7 @@ fn worker_cpu_ticks() -> u64 {
 fn readiness_turns_the_pump_long_before_its_timer(flavor: tokio::runtime::RuntimeFlavor) {
     const IDS: u32 = 200;
     let fx = Arc::new(FakeLoop::new(IDS));
-    runtime(flavor).block_on(async {
+    runtime(flavor, "ffi-readiness").block_on(async {
         let started = Instant::now();
         let pump = Pump::builder()
             .interval(Duration::from_secs(1))
@@ -116,7 +116,7 @@ fn readiness_turns_the_pump_on_a_current_thread_runtime() {
 #[test]
 fn readiness_stays_level_triggered_without_spinning_on_a_cached_edge() {
     const SIGNALS: u64 = 20;
-    runtime(tokio::runtime::RuntimeFlavor::MultiThread).block_on(async {
+    runtime(tokio::runtime::RuntimeFlavor::MultiThread, WORKER).block_on(async {
         // The library's side: `run_once` consumes one byte per call, like a library that handles
         // one event per iteration.
         let (library_side, mut signal) = UnixStream::pair().expect("socket pair");
