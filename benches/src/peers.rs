@@ -462,13 +462,11 @@ fn pump_completions(workload: &Workload, turns: Turns, backend: Backend) -> Seen
             Turns::Interval => builder.interval(INTERVAL).build(move || {
                 run_once();
             }),
-            Turns::Readiness | Turns::TokioReadiness => builder
-                .interval(Duration::from_secs(1))
-                .run_on_readable(workload.fx.ready_fd().expect("the fixture's descriptor"))
-                .tokio_readiness(turns == Turns::TokioReadiness)
-                .build(move || {
+            Turns::Readiness | Turns::TokioReadiness => {
+                readiness_builder(&workload.fx, turns == Turns::TokioReadiness).build(move || {
                     run_once();
-                }),
+                })
+            }
             Turns::Deadlines => builder.build_with_deadline(run_once),
         }
         .expect("valid settings");
@@ -510,13 +508,20 @@ fn completing(fx: Arc<FakeLoop>, table: Completions<u32, ()>) -> impl FnMut() ->
     }
 }
 
+/// A pump builder turned by the fixture's ready descriptor, the timer at 1 s as a mere fallback;
+/// `tokio_reactor`: watched with tokio's reactor where the pump runs on tokio.
+fn readiness_builder(fx: &FakeLoop, tokio_reactor: bool) -> Builder {
+    Pump::builder()
+        .interval(Duration::from_secs(1))
+        .run_on_readable(fx.ready_fd().expect("the fixture's descriptor"))
+        .tokio_readiness(tokio_reactor)
+}
+
 /// [`Approach::PumpReadinessSmol`].
 fn readiness_smol(workload: &Workload) -> Seen {
     let table = Completions::<u32, ()>::new();
     let mut run_once = completing(workload.fx.clone(), table.clone());
-    let pump = Pump::builder()
-        .interval(Duration::from_secs(1))
-        .run_on_readable(workload.fx.ready_fd().expect("the fixture's descriptor"))
+    let pump = readiness_builder(&workload.fx, false)
         .build(move || {
             run_once();
         })
@@ -647,29 +652,19 @@ pub fn idle(approach: Approach, span: Duration) -> u64 {
 /// An ffi-pump approach's pump, configured as in its measured cells (trigger, deadline hint),
 /// for [`idle`].
 fn idle_pump(approach: Approach, fx: &Arc<FakeLoop>) -> Pump {
-    let readiness = |builder: Builder| {
-        builder
-            .interval(Duration::from_secs(1))
-            .run_on_readable(fx.ready_fd().expect("the fixture's descriptor"))
-            .tokio_readiness(approach == Approach::PumpReadinessTokioReactor)
-    };
-    let builder = Pump::builder()
-        .interval(INTERVAL)
-        .strategy(approach.strategy());
-    let loop_fx = fx.clone();
+    let mut run_once = completing(fx.clone(), Completions::<u32, ()>::new());
     match approach {
         Approach::PumpReadiness
         | Approach::PumpReadinessSmol
         | Approach::PumpReadinessThread
-        | Approach::PumpReadinessTokioReactor => readiness(builder).build(move || {
-            let _ = loop_fx.run_once();
-        }),
-        Approach::PumpHinted => builder.build_with_deadline(move || {
-            let _ = loop_fx.run_once();
-            loop_fx
-                .next_deadline_ns()
-                .map(|at| Instant::now() + Duration::from_nanos(at.saturating_sub(now_ns())))
-        }),
+        | Approach::PumpReadinessTokioReactor => {
+            readiness_builder(fx, approach == Approach::PumpReadinessTokioReactor).build(
+                move || {
+                    run_once();
+                },
+            )
+        }
+        Approach::PumpHinted => Pump::builder().build_with_deadline(run_once),
         _ => return pump_for(fx, approach.strategy()),
     }
     .expect("valid settings")
