@@ -1,6 +1,6 @@
 //! The readiness trigger watched with tokio's reactor (`Builder::tokio_readiness`): it turns the
-//! pump, stays level-triggered, does not spin on tokio's cached readiness, and fails clearly on a
-//! runtime without an I/O driver.
+//! pump, stays level-triggered, does not spin on tokio's cached readiness, fails clearly on a
+//! runtime without an I/O driver, and lets waits end when the runtime shuts down.
 #![cfg(all(unix, feature = "tokio"))]
 
 mod common;
@@ -231,4 +231,42 @@ fn tokio_readiness_is_ignored_on_other_executors() {
         "async-io's readiness did not turn the pump thread: {elapsed:?}"
     );
     pump.close();
+}
+
+#[test]
+fn shutting_the_runtime_down_ends_waits_with_closed() {
+    for tokio_readiness in [false, true] {
+        let runtime = runtime(tokio::runtime::RuntimeFlavor::MultiThread, "ffi-shutdown");
+        let (library_side, _signal) = UnixStream::pair().expect("socket pair");
+        let pump = Pump::builder()
+            .interval(Duration::MAX)
+            .run_on_readable(&library_side)
+            .tokio_readiness(tokio_readiness)
+            .build(|| {})
+            .expect("valid settings");
+        runtime.block_on(async {
+            pump.spawn_on(Backend::Tokio).expect("inside a runtime");
+            // Registered and waiting for readiness once a wait is pending and served.
+            pump.turn().await.expect("the pump runs");
+        });
+        // The wait lives outside the runtime, so only the pump task goes with it.
+        let waiting = std::thread::spawn({
+            let pump = pump.clone();
+            move || {
+                futures_lite::future::block_on(
+                    pump.wait_until(|| false).timeout(Duration::from_secs(10)),
+                )
+            }
+        });
+        futures_lite::future::block_on(eventually("the wait is pending", || {
+            pump.stats().pending_waits == 1
+        }));
+        drop(runtime);
+        let outcome = waiting.join().expect("the waiting thread");
+        assert_eq!(
+            outcome,
+            Err(Error::Closed),
+            "tokio_readiness({tokio_readiness})"
+        );
+    }
 }
