@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use common::{assert_clean, calls_and_rounds, eventually};
 use fake_loop::FakeLoop;
-use ffi_pump::{Backend, Error, Pump};
+use ffi_pump::{Backend, Builder, Error, Pump};
 use futures_lite::FutureExt;
 
 /// The worker threads of the level-triggered test's runtime are named so, to read their CPU time
@@ -59,15 +59,21 @@ fn worker_cpu_ticks() -> u64 {
     ticks
 }
 
+/// A pump turned by the fixture's ready descriptor through tokio's reactor, its 1 s timer only a
+/// fallback.
+fn fixture_readiness(fx: &FakeLoop) -> Builder {
+    Pump::builder()
+        .interval(Duration::from_secs(1))
+        .run_on_readable(fx.ready_fd().expect("the fixture's ready descriptor"))
+        .tokio_readiness(true)
+}
+
 fn readiness_turns_the_pump_long_before_its_timer(flavor: tokio::runtime::RuntimeFlavor) {
     const IDS: u32 = 200;
     let fx = Arc::new(FakeLoop::new(IDS));
     runtime(flavor, "ffi-readiness").block_on(async {
         let started = Instant::now();
-        let pump = Pump::builder()
-            .interval(Duration::from_secs(1))
-            .run_on_readable(fx.ready_fd().expect("the fixture's ready descriptor"))
-            .tokio_readiness(true)
+        let pump = fixture_readiness(&fx)
             .build({
                 let fx = fx.clone();
                 move || fx.run_once().expect("not re-entered")
@@ -209,10 +215,7 @@ fn a_runtime_without_io_fails_the_waits_with_a_trigger_error() {
 #[test]
 fn tokio_readiness_is_ignored_on_other_executors() {
     let fx = Arc::new(FakeLoop::new(1));
-    let pump = Pump::builder()
-        .interval(Duration::from_secs(1))
-        .run_on_readable(fx.ready_fd().expect("the fixture's ready descriptor"))
-        .tokio_readiness(true)
+    let pump = fixture_readiness(&fx)
         .build_on_thread({
             let fx = fx.clone();
             move || move || fx.run_once().expect("not re-entered")
