@@ -1,15 +1,16 @@
 //! A small HTTP client over libcurl's multi interface, driven by ffi-pump, and a local HTTP server
-//! to try it against. Shared by `examples/curl_multi.rs` and `tests/curl.rs`.
+//! ([`server`]) to try it against: what `examples/curl_multi.rs` and `tests/curl.rs` use.
 //!
 //! libcurl's `Multi` and its easy handles are `!Send`: they live on the pump's own thread
 //! (`Builder::build_on_thread`). Tasks submit requests through a channel and `kick()` the pump;
 //! `run_once` adds them, calls `perform()` once, and reports every finished transfer into a
 //! `Completions` table, where the task waiting for it picks it up.
-#![allow(dead_code)]
+#![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
+#![forbid(unsafe_code)]
+
+pub mod server;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -22,7 +23,9 @@ use ffi_pump::{Completions, Error, Pump};
 /// A finished transfer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Response {
+    /// The HTTP status code.
     pub status: u32,
+    /// The body, as received.
     pub body: Vec<u8>,
 }
 
@@ -120,6 +123,7 @@ impl Transfers {
 }
 
 /// The client: clone-free, share it behind an `Arc`.
+#[derive(Debug)]
 pub struct Client {
     pump: Pump,
     commands: mpsc::Sender<Command>,
@@ -194,65 +198,8 @@ impl Client {
         self.performs.load(Ordering::SeqCst)
     }
 
+    /// The pump that drives the multi handle.
     pub fn pump(&self) -> &Pump {
         &self.pump
     }
-}
-
-/// The body the local server sends for a request of `size` bytes: deterministic, so a client can
-/// check it byte for byte.
-pub fn expected_body(size: usize) -> Vec<u8> {
-    (0..size)
-        .map(|i| (i.wrapping_mul(31).wrapping_add(size) % 251) as u8)
-        .collect()
-}
-
-/// A checksum of a body (FNV-1a), to print and compare.
-pub fn checksum(body: &[u8]) -> u64 {
-    body.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| {
-        (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
-}
-
-/// An HTTP/1.1 server on 127.0.0.1 (ephemeral port) in this process, one thread per connection:
-/// `GET /size/{bytes}/delay/{ms}` answers `bytes` bytes of [`expected_body`] after `ms` ms.
-pub fn serve() -> std::io::Result<SocketAddr> {
-    let listener = TcpListener::bind("127.0.0.1:0")?;
-    let addr = listener.local_addr()?;
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            std::thread::spawn(move || {
-                let _ = answer(stream);
-            });
-        }
-    });
-    Ok(addr)
-}
-
-fn answer(stream: TcpStream) -> std::io::Result<()> {
-    let mut reader = BufReader::new(stream.try_clone()?);
-    let mut request_line = String::new();
-    reader.read_line(&mut request_line)?;
-    loop {
-        let mut header = String::new();
-        if reader.read_line(&mut header)? == 0 || header == "\r\n" {
-            break;
-        }
-    }
-    let path = request_line.split_whitespace().nth(1).unwrap_or("/");
-    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
-    let (size, delay) = match parts.as_slice() {
-        ["size", size, "delay", delay] => (size.parse().unwrap_or(0), delay.parse().unwrap_or(0)),
-        _ => (0, 0),
-    };
-    std::thread::sleep(Duration::from_millis(delay));
-    let body = expected_body(size);
-    let mut stream = stream;
-    write!(
-        stream,
-        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    )?;
-    stream.write_all(&body)?;
-    stream.flush()
 }

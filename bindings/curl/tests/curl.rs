@@ -1,13 +1,11 @@
 //! libcurl's multi interface driven by ffi-pump (the `curl` crate, libcurl built from source).
 
-#[path = "../examples/support/curl_client.rs"]
-mod curl_client;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use curl_client::{checksum, expected_body, serve, Client, GetError};
 use ffi_pump::Error;
+use ffi_pump_curl::server::{checksum, expected_body, serve};
+use ffi_pump_curl::{Client, GetError};
 
 #[test]
 fn every_body_arrives_intact() {

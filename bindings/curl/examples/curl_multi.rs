@@ -4,15 +4,13 @@
 //! Run it with (needs only gcc: libcurl is built from source by the `curl` crate):
 //!
 //! ```text
-//! cargo run --release --example curl_multi
+//! cargo run --release -p ffi-pump-curl --example curl_multi
 //! ```
-#[path = "support/curl_client.rs"]
-mod curl_client;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use curl_client::{checksum, expected_body, serve, Client};
+use ffi_pump_curl::server::{checksum, expected_body, serve};
+use ffi_pump_curl::Client;
 
 const REQUESTS: usize = 200;
 const SIZES: [usize; 4] = [0, 1_024, 65_536, 1_048_576];

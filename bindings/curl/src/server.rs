@@ -1,0 +1,63 @@
+//! A local HTTP/1.1 server to try the client against, and the bodies it sends.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::Duration;
+
+/// The body the local server sends for a request of `size` bytes: deterministic, so a client can
+/// check it byte for byte.
+pub fn expected_body(size: usize) -> Vec<u8> {
+    (0..size)
+        .map(|i| (i.wrapping_mul(31).wrapping_add(size) % 251) as u8)
+        .collect()
+}
+
+/// A checksum of a body (FNV-1a), to print and compare.
+pub fn checksum(body: &[u8]) -> u64 {
+    body.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| {
+        (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// An HTTP/1.1 server on 127.0.0.1 (ephemeral port) in this process, one thread per connection:
+/// `GET /size/{bytes}/delay/{ms}` answers `bytes` bytes of [`expected_body`] after `ms` ms.
+pub fn serve() -> std::io::Result<SocketAddr> {
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let addr = listener.local_addr()?;
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let _ = answer(stream);
+            });
+        }
+    });
+    Ok(addr)
+}
+
+fn answer(stream: TcpStream) -> std::io::Result<()> {
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut request_line = String::new();
+    reader.read_line(&mut request_line)?;
+    loop {
+        let mut header = String::new();
+        if reader.read_line(&mut header)? == 0 || header == "\r\n" {
+            break;
+        }
+    }
+    let path = request_line.split_whitespace().nth(1).unwrap_or("/");
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (size, delay) = match parts.as_slice() {
+        ["size", size, "delay", delay] => (size.parse().unwrap_or(0), delay.parse().unwrap_or(0)),
+        _ => (0, 0),
+    };
+    std::thread::sleep(Duration::from_millis(delay));
+    let body = expected_body(size);
+    let mut stream = stream;
+    write!(
+        stream,
+        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )?;
+    stream.write_all(&body)?;
+    stream.flush()
+}
