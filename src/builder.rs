@@ -2,13 +2,14 @@
 
 #[cfg(unix)]
 use std::os::fd::AsFd;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::backend::thread;
 use crate::shared::{Config, Shared};
 #[cfg(unix)]
 use crate::trigger::{Trigger, TriggerFd};
-use crate::{Error, Pump, Strategy};
+use crate::{Backend, Error, Pump, Strategy};
 
 /// Settings for a [`Pump`], from [`Pump::builder`].
 ///
@@ -29,6 +30,7 @@ pub struct Builder {
     interval: Duration,
     idle_stop: bool,
     strategy: Strategy,
+    name: Option<Arc<str>>,
     /// What `run_on_readable` was given.
     #[cfg(unix)]
     trigger: Option<TriggerFd>,
@@ -43,6 +45,7 @@ impl Default for Builder {
             interval: Builder::DEFAULT_INTERVAL,
             idle_stop: true,
             strategy: Strategy::default(),
+            name: None,
             #[cfg(unix)]
             trigger: None,
             #[cfg(all(unix, feature = "tokio"))]
@@ -97,6 +100,23 @@ impl Builder {
         self
     }
 
+    /// A name for the pump, shown by its `Debug` output and, with the `tracing` feature, on its
+    /// span (`ffi_pump::pump`, field `name`), so the rounds of several pumps can be told apart.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::Pump;
+    ///
+    /// let pump = Pump::builder().name("libcurl").build(|| {})?;
+    /// assert!(format!("{pump:?}").contains("libcurl"));
+    /// # Ok::<(), ffi_pump::Error>(())
+    /// ```
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(Arc::from(name.into()));
+        self
+    }
+
     /// Also turns the pump as soon as `fd` becomes readable, so the loop runs within microseconds
     /// of the C library signalling work instead of at the next tick.
     ///
@@ -141,6 +161,7 @@ impl Builder {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[cfg(unix)]
+    #[cfg_attr(docsrs, doc(cfg(unix)))]
     pub fn run_on_readable(mut self, fd: impl AsFd) -> Self {
         self.trigger = Some(TriggerFd::new(fd));
         self
@@ -200,6 +221,7 @@ impl Builder {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[cfg(all(unix, feature = "tokio"))]
+    #[cfg_attr(docsrs, doc(cfg(all(unix, feature = "tokio"))))]
     pub fn tokio_readiness(mut self, tokio_readiness: bool) -> Self {
         self.tokio_readiness = tokio_readiness;
         self
@@ -267,6 +289,7 @@ impl Builder {
         };
         let shared = Shared::new(
             self.config()?,
+            self.name.clone(),
             Some(Box::new(runner)),
             #[cfg(unix)]
             self.trigger()?,
@@ -313,6 +336,7 @@ impl Builder {
         config.hinted = true;
         let shared = Shared::new(
             config,
+            self.name.clone(),
             Some(Box::new(run_once)),
             #[cfg(unix)]
             self.trigger()?,
@@ -366,10 +390,12 @@ impl Builder {
     {
         let shared = Shared::new(
             self.config()?,
+            self.name.clone(),
             None,
             #[cfg(unix)]
             self.trigger()?,
         );
+        shared.span.driven_by(Backend::Thread.label());
         let pump = Pump::from_shared(shared.clone());
         thread::spawn_owner(shared, factory)?;
         Ok(pump)

@@ -68,6 +68,7 @@
 //! the latter also keeps a `!Send` C handle on the one thread that owns it.
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod backend;
 mod builder;
@@ -82,6 +83,7 @@ mod shared;
 mod stats;
 mod strategy;
 mod sync;
+mod trace;
 #[cfg(unix)]
 mod trigger;
 mod turn;

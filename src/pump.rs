@@ -170,6 +170,7 @@ impl Pump {
         if !backend.is_available() {
             return Err(Error::BackendUnavailable(backend));
         }
+        self.shared().span.driven_by(backend.label());
         backend::spawn(backend, self.run())
     }
 
@@ -471,6 +472,7 @@ impl Pump {
 impl fmt::Debug for Pump {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Pump")
+            .field("name", &self.shared().name)
             .field("config", &self.shared().config)
             .field("stats", &self.stats())
             .finish()

@@ -5,8 +5,10 @@
 //! has no descriptors: they turn the pump with `kick()` and `turn()`, never by time. This module
 //! is that seam; everything else in the crate is the same code in both builds.
 
+#[cfg(all(unix, not(loom)))]
+pub(crate) use async_io::Async;
 #[cfg(not(loom))]
-pub(crate) use async_io::{block_on, Async, Timer};
+pub(crate) use async_io::{block_on, Timer};
 
 #[cfg(loom)]
 pub(crate) use stand_in::{block_on, Async, Timer};

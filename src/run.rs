@@ -2,7 +2,6 @@
 
 use std::fmt;
 use std::future::Future;
-use std::io;
 use std::pin::Pin;
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
@@ -14,9 +13,9 @@ use async_lock::MutexGuardArc;
 use futures_lite::{FutureExt, StreamExt};
 
 use crate::shared::Shared;
+use crate::trace::Cause;
 #[cfg(unix)]
 use crate::trigger::{Trigger, Watch};
-use crate::Error;
 
 /// The pump future: ticks the timer and runs the loop until the pump closes.
 ///
@@ -125,11 +124,13 @@ enum Wake {
     /// The interval or deadline timer, due at this instant.
     Tick(Instant),
     /// The readiness trigger's descriptor is readable.
+    #[cfg(unix)]
     Ready,
     /// A kick, a new wait, a close: look again.
     Woken,
     /// Waiting for readiness failed.
-    TriggerFailed(io::ErrorKind),
+    #[cfg(unix)]
+    TriggerFailed(std::io::ErrorKind),
 }
 
 /// Readiness of the pump's trigger, if it has one; otherwise never.
@@ -139,9 +140,7 @@ async fn readiness(watch: Option<&Watch<'_>>) -> Wake {
         return std::future::pending().await;
     };
     if watch.trigger().is_readable_now() {
-        // Still readable after the last run: run again, after letting the tasks it woke (and
-        // any other) have their turn on this executor.
-        futures_lite::future::yield_now().await;
+        // Still readable after the last run (which yielded to the tasks it woke): run again.
         return Wake::Ready;
     }
     match watch.readable().await {
@@ -172,7 +171,7 @@ pub(crate) async fn drive<L: FnMut()>(shared: &Shared, mut local: Option<L>) {
     let watch = match shared.trigger.as_ref().map(Trigger::watch).transpose() {
         Ok(watch) => watch,
         Err(kind) => {
-            shared.fail(Error::Trigger(kind));
+            shared.fail(crate::Error::Trigger(kind));
             return;
         }
     };
@@ -183,7 +182,7 @@ pub(crate) async fn drive<L: FnMut()>(shared: &Shared, mut local: Option<L>) {
             return;
         }
         if shared.kicked.swap(false, SeqCst) {
-            tick(shared, &mut local).await;
+            tick(shared, &mut local, Cause::Kick).await;
             continue;
         }
         let woken = shared.wake.listen();
@@ -218,21 +217,29 @@ pub(crate) async fn drive<L: FnMut()>(shared: &Shared, mut local: Option<L>) {
             // The last wait may have ended while the timer ran: an idle pump does not call the
             // loop.
             Wake::Tick(due) if !shared.is_idle() => {
-                if !hinted && due.elapsed() > interval {
-                    shared.count_late_tick();
-                }
-                tick(shared, &mut local).await;
+                let cause = if hinted {
+                    Cause::Deadline
+                } else {
+                    let late = due.elapsed();
+                    if late > interval {
+                        shared.count_late_tick(late);
+                    }
+                    Cause::Tick
+                };
+                tick(shared, &mut local, cause).await;
             }
+            #[cfg(unix)]
             Wake::Ready => {
-                tick(shared, &mut local).await;
+                tick(shared, &mut local, Cause::Readiness).await;
                 #[cfg(unix)]
                 if let Some(Err(kind)) = shared.trigger.as_ref().map(|t| t.is_open()) {
-                    shared.fail(Error::Trigger(kind));
+                    shared.fail(crate::Error::Trigger(kind));
                     return;
                 }
             }
+            #[cfg(unix)]
             Wake::TriggerFailed(kind) => {
-                shared.fail(Error::Trigger(kind));
+                shared.fail(crate::Error::Trigger(kind));
                 return;
             }
             Wake::Tick(_) | Wake::Woken => {}
@@ -241,11 +248,18 @@ pub(crate) async fn drive<L: FnMut()>(shared: &Shared, mut local: Option<L>) {
 }
 
 /// One run for the driver, with the loop that lives on this thread if there is one.
-async fn tick<L: FnMut()>(shared: &Shared, local: &mut Option<L>) {
+///
+/// Then hands the thread back to the executor once: a run slower than the interval leaves the
+/// timer overdue (and a kick may be waiting already), so without this the driver would run the
+/// loop again and again without ever returning `Pending`, and a one-thread executor would run
+/// nothing else.
+async fn tick<L: FnMut()>(shared: &Shared, local: &mut Option<L>, cause: Cause) {
     if let Some(guard) = shared.lock_for_tick().await {
         shared.run_locked(
             guard,
             local.as_mut().map(|run_once| run_once as &mut dyn FnMut()),
+            cause,
         );
     }
+    futures_lite::future::yield_now().await;
 }

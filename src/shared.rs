@@ -12,6 +12,7 @@ use event_listener::{listener, Event, EventListener};
 use crate::reentry::{self, Inside};
 use crate::registry::{Registry, Removed};
 use crate::sync::{lock, AtomicBool, AtomicU64, AtomicUsize, MutexGuard};
+use crate::trace::{Cause, PumpSpan, Round, RoundClock};
 use crate::{Error, Stats, Strategy};
 
 /// The loop the pump calls. `None` when it lives on the pump's own thread
@@ -45,6 +46,10 @@ pub(crate) trait CloseHook: Send + Sync {
 
 pub(crate) struct Shared {
     pub(crate) config: Config,
+    /// [`Builder::name`](crate::Builder::name).
+    pub(crate) name: Option<Arc<str>>,
+    /// Where the pump's `tracing` events go (nothing without the feature).
+    pub(crate) span: PumpSpan,
     /// Held while `run_once` or a wait's check talks to the C library.
     pub(crate) loop_lock: LoopLock,
     /// Held by the one driver that ticks the timer; other drivers stand by for it.
@@ -89,11 +94,14 @@ pub(crate) struct Shared {
 impl Shared {
     pub(crate) fn new(
         config: Config,
+        name: Option<Arc<str>>,
         runner: Runner,
         #[cfg(unix)] trigger: Option<crate::trigger::Trigger>,
     ) -> Arc<Shared> {
         Arc::new(Shared {
             config,
+            span: PumpSpan::new(name.as_deref()),
+            name,
             loop_lock: Arc::new(Mutex::new(runner)),
             driver_slot: Arc::new(Mutex::new(())),
             ran: Event::new(),
@@ -150,6 +158,8 @@ impl Shared {
     pub(crate) fn close(&self) -> bool {
         let first = !self.closed.swap(true, SeqCst);
         if first {
+            // Before any wait hears of it, so a subscriber sees why before the waits end.
+            self.span.closed(self.status());
             // From a check the pump is evaluating, the registry is busy on this very thread:
             // the pump abandons the registered waits itself when the evaluation ends.
             if !reentry::is_inside(self.id()) {
@@ -196,6 +206,7 @@ impl Shared {
     }
 
     /// Stops the pump for `why`: every wait ends with that error.
+    #[cfg(unix)]
     pub(crate) fn fail(&self, why: Error) {
         lock(&self.failure).get_or_insert(why);
         self.close();
@@ -248,8 +259,9 @@ impl Shared {
         }
     }
 
-    pub(crate) fn count_late_tick(&self) {
+    pub(crate) fn count_late_tick(&self, late: Duration) {
         self.late_ticks.fetch_add(1, SeqCst);
+        self.span.late_tick(late);
     }
 
     /// Why a pump without a driver cannot serve a wait: nobody ever drove it, or its last
@@ -296,10 +308,16 @@ impl Shared {
     ///
     /// Bumps the round, releases the lock, then wakes the pump-evaluated waits that succeeded and
     /// tells every broadcast wait: they can check at once.
-    pub(crate) fn run_locked(&self, mut guard: LoopGuard, local: Option<&mut dyn FnMut()>) {
+    pub(crate) fn run_locked(
+        &self,
+        mut guard: LoopGuard,
+        local: Option<&mut dyn FnMut()>,
+        cause: Cause,
+    ) {
         let mut woken = Vec::new();
         let mut finished = Vec::new();
-        let outcome = {
+        let mut clock = RoundClock::start();
+        let (outcome, round) = {
             let _inside = Inside::enter(self.id());
             self.started.fetch_add(1, SeqCst);
             self.running.store(true, SeqCst);
@@ -310,7 +328,8 @@ impl Shared {
                 }
                 None => guard.as_mut().and_then(|run_once| run_once()),
             }));
-            self.round.fetch_add(1, SeqCst);
+            clock.ran();
+            let round = self.round.fetch_add(1, SeqCst) + 1;
             self.running.store(false, SeqCst);
             if let Ok(next) = outcome {
                 if self.config.hinted {
@@ -319,14 +338,25 @@ impl Shared {
                 let budget = self.config.interval / 2;
                 self.registry.evaluate(budget, &mut woken, &mut finished);
             }
-            outcome
+            clock.checked();
+            (outcome, round)
         };
         self.release(guard);
         if outcome.is_err() {
             self.poison();
         }
+        let evaluated = woken.len();
         self.wake_evaluated(woken, finished);
-        self.ran.notify(usize::MAX);
+        let listening = self.ran.notify(usize::MAX);
+        let woken = evaluated + listening;
+        self.span.round(
+            Round {
+                round,
+                cause,
+                woken,
+            },
+            &clock,
+        );
         self.settle();
     }
 
@@ -413,6 +443,7 @@ impl Shared {
         listener!(self.ran => joined);
         if self.running.load(SeqCst) {
             self.skipped_ticks.fetch_add(1, SeqCst);
+            self.span.skipped_tick();
             joined.await;
             return None;
         }
@@ -457,7 +488,7 @@ impl Shared {
                 self.unlock(guard);
                 break;
             }
-            self.run_locked(guard, None);
+            self.run_locked(guard, None, Cause::Turn);
             return self.status();
         }
         // The loop lives on the pump's thread: ask it.

@@ -162,3 +162,45 @@ on_every_backend! {
         }
     }
 }
+
+/// Regression: with `run_once` slower than the interval the timer is always overdue, and the
+/// driver ran the loop again without ever handing the thread back, so on a one-thread executor
+/// no other task (not even a timed-out wait) ran again.
+#[test]
+fn a_loop_slower_than_its_interval_leaves_a_one_thread_executor_free() {
+    let pump = Pump::new(|| std::thread::sleep(Duration::from_millis(3)));
+    let (done, outcome) = std::sync::mpsc::channel();
+    let driven = pump.clone();
+    // The executor on a thread of its own: before the fix it never came back to be timed out.
+    let executor_thread = std::thread::spawn(move || {
+        let executor = async_executor::Executor::new();
+        let driver = executor.spawn(driven.run());
+        let probe = driven.clone();
+        let waiting = executor.spawn(async move {
+            probe
+                .wait_until(|| false)
+                .timeout(Duration::from_millis(50))
+                .await
+        });
+        let started = Instant::now();
+        let other = executor.spawn(async move {
+            Timer::after(Duration::from_millis(20)).await;
+            started.elapsed()
+        });
+        async_io::block_on(executor.run(async {
+            let _ = done.send((waiting.await, other.await));
+            driven.close();
+            driver.await;
+        }));
+    });
+    let Ok((waited, other_after)) = outcome.recv_timeout(Duration::from_secs(5)) else {
+        pump.close();
+        panic!("the pump kept the executor's only thread for 5 s");
+    };
+    assert_eq!(waited, Err(Error::TimedOut));
+    assert!(
+        other_after < Duration::from_secs(1),
+        "a 20 ms timer task ran after {other_after:?}"
+    );
+    executor_thread.join().expect("the executor thread ends");
+}

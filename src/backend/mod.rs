@@ -98,6 +98,18 @@ impl Backend {
     }
 }
 
+impl Backend {
+    /// How the pump's span names the backend that drives it.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Backend::Smol => "smol",
+            Backend::AsyncStd => "async-std",
+            Backend::Tokio => "tokio",
+            Backend::Thread => "thread",
+        }
+    }
+}
+
 /// Spawns `run` detached on `backend`.
 pub(crate) fn spawn(backend: Backend, run: Run) -> Result<(), Error> {
     if !backend.is_available() {
