@@ -127,6 +127,11 @@ impl Builder {
     /// consume what made it readable. The interval timer keeps running as a fallback; make it
     /// long (100 ms) or `Duration::MAX` to turn only on readiness, kicks and turns.
     ///
+    /// Unix only (a descriptor is a Unix notion). On Windows, call [`Pump::kick`] from wherever
+    /// the library signals work (a callback, a thread waiting on its handle), or let `run_once`
+    /// report its next deadline ([`build_with_deadline`](Builder::build_with_deadline)); both
+    /// work on every platform.
+    ///
     /// If waiting for readiness fails, or the library closes its descriptor (noticed where
     /// `/proc/self/fd` exists, at the next readiness), the pump stops: every wait ends with
     /// [`Error::Trigger`] instead of the pump spinning on a duplicate left readable forever.

@@ -66,6 +66,21 @@
 //! additive, and [`Backend::detect`] documents which one [`Pump::spawn`] picks. With no runtime at
 //! all, [`Backend::Thread`] or [`Builder::build_on_thread`] drive the pump from a dedicated thread;
 //! the latter also keeps a `!Send` C handle on the one thread that owns it.
+//!
+//! # Tracing
+//!
+//! With the cargo feature `tracing` (off by default) every pump has a span, `ffi_pump::pump`,
+//! with its [name](Builder::name) and the backend that drives it, and reports to it: a `TRACE`
+//! event per round (its number, what caused it — `tick`, `kick`, `readiness`, `deadline` or
+//! `turn` —, the time spent in `run_once` and in the checks, how many waits it woke), `DEBUG`
+//! events for late and skipped ticks and for a close, `ERROR` when `run_once` panicked and
+//! `WARN` when the readiness trigger failed. Without the feature none of this is compiled in.
+//!
+//! # Platforms
+//!
+//! Everything works on every platform async-io supports, except the readiness trigger
+//! ([`Builder::run_on_readable`]), which takes a Unix descriptor. The crate's CI runs its tests
+//! on Linux and checks it with clippy for Windows and macOS.
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
