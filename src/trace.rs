@@ -25,6 +25,7 @@ pub(crate) enum Cause {
     /// [`Pump::kick`](crate::Pump::kick), or a first wait after idle.
     Kick,
     /// The readiness trigger's descriptor.
+    #[cfg(unix)]
     Readiness,
     /// The deadline `run_once` reported.
     Deadline,
@@ -38,6 +39,7 @@ impl Cause {
         match self {
             Cause::Tick => "tick",
             Cause::Kick => "kick",
+            #[cfg(unix)]
             Cause::Readiness => "readiness",
             Cause::Deadline => "deadline",
             Cause::Turn => "turn",
