@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::backend::thread;
-use crate::shared::{Config, Shared};
+use crate::core::{Config, Core, Runner};
 #[cfg(unix)]
 use crate::trigger::{Trigger, TriggerFd};
 use crate::{Backend, Error, Pump, Strategy};
@@ -253,7 +253,7 @@ impl Builder {
             interval: self.interval,
             idle_stop: self.idle_stop,
             strategy: self.strategy,
-            hinted: false,
+            reports_deadline: false,
         })
     }
 
@@ -292,14 +292,14 @@ impl Builder {
             run_once();
             None
         };
-        let shared = Shared::new(
+        let core = Core::new(
             self.config()?,
             self.name.clone(),
-            Some(Box::new(runner)),
+            Runner::Here(Box::new(runner)),
             #[cfg(unix)]
             self.trigger()?,
         );
-        Ok(Pump::from_shared(shared))
+        Ok(Pump::from_core(core))
     }
 
     /// Builds a pump around a `run_once` that says when it next needs to run, like
@@ -338,15 +338,15 @@ impl Builder {
         F: FnMut() -> Option<Instant> + Send + 'static,
     {
         let mut config = self.config()?;
-        config.hinted = true;
-        let shared = Shared::new(
+        config.reports_deadline = true;
+        let core = Core::new(
             config,
             self.name.clone(),
-            Some(Box::new(run_once)),
+            Runner::Here(Box::new(run_once)),
             #[cfg(unix)]
             self.trigger()?,
         );
-        Ok(Pump::from_shared(shared))
+        Ok(Pump::from_core(core))
     }
 
     /// Builds a pump whose loop lives on a dedicated thread, started now, and needs no runtime.
@@ -393,16 +393,16 @@ impl Builder {
         F: FnOnce() -> R + Send + 'static,
         R: FnMut() + 'static,
     {
-        let shared = Shared::new(
+        let core = Core::new(
             self.config()?,
             self.name.clone(),
-            None,
+            Runner::OnPumpThread,
             #[cfg(unix)]
             self.trigger()?,
         );
-        shared.span.driven_by(Backend::Thread.label());
-        let pump = Pump::from_shared(shared.clone());
-        thread::spawn_owner(shared, factory)?;
+        core.span.driven_by(Backend::Thread.label());
+        let pump = Pump::from_core(core.clone());
+        thread::spawn_owner(core, factory)?;
         Ok(pump)
     }
 }

@@ -88,13 +88,13 @@
 mod backend;
 mod builder;
 mod completions;
+mod core;
+mod driver;
 mod error;
 mod pump;
 mod reactor;
 mod reentry;
 mod registry;
-mod run;
-mod shared;
 mod stats;
 mod strategy;
 mod sync;
@@ -106,14 +106,14 @@ mod wait;
 
 pub use backend::Backend;
 pub use builder::Builder;
-pub use completions::{Completions, WaitKey};
+pub use completions::Completions;
+pub use driver::Run;
 pub use error::Error;
 pub use pump::Pump;
-pub use run::Run;
 pub use stats::Stats;
 pub use strategy::Strategy;
 pub use turn::Turn;
-pub use wait::{WaitFor, WaitUntil};
+pub use wait::{WaitFor, WaitKey, WaitUntil};
 
 #[allow(dead_code)]
 fn __test_send_and_sync() {

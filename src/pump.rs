@@ -5,7 +5,7 @@ use std::hash::Hash;
 use std::sync::Arc;
 
 use crate::backend;
-use crate::shared::Shared;
+use crate::core::Core;
 #[cfg(doc)]
 use crate::Strategy;
 use crate::{Backend, Builder, Completions, Error, Run, Stats, Turn, WaitFor, WaitKey, WaitUntil};
@@ -61,12 +61,12 @@ pub struct Pump {
 
 /// Closes the pump when the last [`Pump`] clone goes.
 struct Handle {
-    shared: Arc<Shared>,
+    core: Arc<Core>,
 }
 
 impl Drop for Handle {
     fn drop(&mut self) {
-        self.shared.close();
+        self.core.close();
     }
 }
 
@@ -110,14 +110,14 @@ impl Pump {
         Builder::new()
     }
 
-    pub(crate) fn from_shared(shared: Arc<Shared>) -> Pump {
+    pub(crate) fn from_core(core: Arc<Core>) -> Pump {
         Pump {
-            handle: Arc::new(Handle { shared }),
+            handle: Arc::new(Handle { core }),
         }
     }
 
-    fn shared(&self) -> &Arc<Shared> {
-        &self.handle.shared
+    fn core(&self) -> &Arc<Core> {
+        &self.handle.core
     }
 
     /// Spawns the pump future as a detached task on the backend [`Backend::detect`] picks, and
@@ -170,7 +170,7 @@ impl Pump {
         if !backend.is_available() {
             return Err(Error::BackendUnavailable(backend));
         }
-        self.shared().span.driven_by(backend.label());
+        self.core().span.driven_by(backend.label());
         backend::spawn(backend, self.run())
     }
 
@@ -190,7 +190,7 @@ impl Pump {
     /// # }
     /// ```
     pub fn run(&self) -> Run {
-        Run::new(self.shared().clone())
+        Run::new(self.core().clone())
     }
 
     /// Runs the loop once now, or joins a run that started after this call; returns once that
@@ -228,7 +228,7 @@ impl Pump {
     /// # }).unwrap();
     /// ```
     pub fn turn(&self) -> Turn {
-        Turn::new(self.shared().clone())
+        Turn::new(self.core().clone())
     }
 
     /// Waits until `check` returns `true`, calling it after each run of the loop.
@@ -265,7 +265,7 @@ impl Pump {
     where
         F: FnMut() -> bool + Send + 'static,
     {
-        WaitUntil::new(self.shared().clone(), check)
+        WaitUntil::new(self.core().clone(), check)
     }
 
     /// Like [`wait_until`](Pump::wait_until) for a check that is not `Send` or borrows: the
@@ -295,7 +295,7 @@ impl Pump {
     where
         F: FnMut() -> bool,
     {
-        WaitUntil::local(self.shared().clone(), check)
+        WaitUntil::local(self.core().clone(), check)
     }
 
     /// Waits until `check` returns `Some(value)`, calling it after each run, and yields the value.
@@ -326,7 +326,7 @@ impl Pump {
         F: FnMut() -> Option<T> + Send + 'static,
         T: Send + 'static,
     {
-        WaitFor::new(self.shared().clone(), check)
+        WaitFor::new(self.core().clone(), check)
     }
 
     /// Like [`wait_for`](Pump::wait_for) for a check that is not `Send` or borrows: the waiting
@@ -354,7 +354,7 @@ impl Pump {
     where
         F: FnMut() -> Option<T>,
     {
-        WaitFor::local(self.shared().clone(), check)
+        WaitFor::local(self.core().clone(), check)
     }
 
     /// Waits until `run_once` completes `key` in `table`, and yields the value it completed it with.
@@ -390,7 +390,7 @@ impl Pump {
         K: Eq + Hash + Clone + Send + 'static,
         V: Send + 'static,
     {
-        WaitKey::new(self.shared().clone(), table, key)
+        WaitKey::new(self.core().clone(), table, key)
     }
 
     /// Asks for a run as soon as possible, without waiting for it; never blocks.
@@ -414,7 +414,7 @@ impl Pump {
     /// # }).unwrap();
     /// ```
     pub fn kick(&self) {
-        self.shared().kick();
+        self.core().kick();
     }
 
     /// Closes the pump: the loop is not called again, and every pending and later wait ends with
@@ -436,7 +436,7 @@ impl Pump {
     /// # });
     /// ```
     pub fn close(&self) -> bool {
-        self.shared().close()
+        self.core().close()
     }
 
     /// Whether the pump is closed (by [`close`](Pump::close), by its driver being dropped, or by a
@@ -451,7 +451,7 @@ impl Pump {
     /// assert!(!pump.is_closed());
     /// ```
     pub fn is_closed(&self) -> bool {
-        self.shared().is_closed()
+        self.core().is_closed()
     }
 
     /// A snapshot of the pump's counters; see [`Stats`].
@@ -465,15 +465,15 @@ impl Pump {
     /// assert_eq!(pump.stats().rounds, 0);
     /// ```
     pub fn stats(&self) -> Stats {
-        self.shared().stats()
+        self.core().stats()
     }
 }
 
 impl fmt::Debug for Pump {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Pump")
-            .field("name", &self.shared().name)
-            .field("config", &self.shared().config)
+            .field("name", &self.core().name)
+            .field("config", &self.core().config)
             .field("stats", &self.stats())
             .finish()
     }

@@ -1,3 +1,7 @@
+use std::sync::atomic::Ordering::Relaxed;
+
+use crate::sync::AtomicU64;
+
 /// A snapshot of a pump's counters, from [`Pump::stats`](crate::Pump::stats).
 ///
 /// # Examples
@@ -34,4 +38,51 @@ pub struct Stats {
     pub panicked: bool,
     /// Whether the pump is closed.
     pub closed: bool,
+}
+
+/// The counters behind [`Stats`] that no protocol reads: statistics only.
+///
+/// `Relaxed`: each is a count on its own; nothing else is published through it, and a snapshot
+/// need not be consistent with the other fields of [`Stats`].
+#[derive(Debug)]
+pub(crate) struct Counters {
+    skipped_ticks: AtomicU64,
+    late_ticks: AtomicU64,
+    kicks: AtomicU64,
+}
+
+impl Default for Counters {
+    fn default() -> Self {
+        Counters {
+            skipped_ticks: AtomicU64::new(0),
+            late_ticks: AtomicU64::new(0),
+            kicks: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Counters {
+    pub(crate) fn count_skipped_tick(&self) {
+        self.skipped_ticks.fetch_add(1, Relaxed);
+    }
+
+    pub(crate) fn count_late_tick(&self) {
+        self.late_ticks.fetch_add(1, Relaxed);
+    }
+
+    pub(crate) fn count_kick(&self) {
+        self.kicks.fetch_add(1, Relaxed);
+    }
+
+    pub(crate) fn skipped_ticks(&self) -> u64 {
+        self.skipped_ticks.load(Relaxed)
+    }
+
+    pub(crate) fn late_ticks(&self) -> u64 {
+        self.late_ticks.load(Relaxed)
+    }
+
+    pub(crate) fn kicks(&self) -> u64 {
+        self.kicks.load(Relaxed)
+    }
 }

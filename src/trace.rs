@@ -107,8 +107,8 @@ mod on {
             debug!(target: "ffi_pump", parent: &self.0, "skipped tick");
         }
 
-        pub(crate) fn closed(&self, reason: Result<(), Error>) {
-            match reason {
+        pub(crate) fn closed(&self, reason: impl FnOnce() -> Result<(), Error>) {
+            match reason() {
                 Err(Error::Panicked) => {
                     error!(target: "ffi_pump", parent: &self.0, reason = %Error::Panicked, "closed")
                 }
@@ -195,8 +195,9 @@ mod off {
         #[inline(always)]
         pub(crate) fn skipped_tick(&self) {}
 
+        /// `reason` is not even asked for.
         #[inline(always)]
-        pub(crate) fn closed(&self, _: Result<(), Error>) {}
+        pub(crate) fn closed(&self, _: impl FnOnce() -> Result<(), Error>) {}
     }
 
     /// Nothing: the `tracing` feature is off.

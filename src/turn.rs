@@ -1,4 +1,4 @@
-//! [`Turn`]: the future of [`Pump::turn`](crate::Pump::turn).
+//! [`Turn`]: the future of [`Pump::turn`](crate::Pump::turn), and the turn itself.
 
 use std::fmt;
 use std::future::Future;
@@ -6,7 +6,11 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use crate::shared::Shared;
+use event_listener::EventListener;
+
+use crate::core::{Core, LoopGuard};
+use crate::reentry;
+use crate::trace::Cause;
 use crate::Error;
 
 /// Future returned by [`Pump::turn`](crate::Pump::turn).
@@ -34,9 +38,9 @@ pub struct Turn {
 }
 
 impl Turn {
-    pub(crate) fn new(shared: Arc<Shared>) -> Turn {
+    pub(crate) fn new(core: Arc<Core>) -> Turn {
         Turn {
-            inner: Box::pin(shared.turn()),
+            inner: Box::pin(turn(core)),
         }
     }
 }
@@ -52,5 +56,64 @@ impl Future for Turn {
 impl fmt::Debug for Turn {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Turn").finish_non_exhaustive()
+    }
+}
+
+/// Returns once a run that started after the call has finished.
+///
+/// A run already under way when the call came may have passed the point where it would see what
+/// the caller just did (a handle added, a request queued), so only a later one counts; a later
+/// run someone else makes counts as this turn's.
+async fn turn(core: Arc<Core>) -> Result<(), Error> {
+    if reentry::is_inside(core.id()) {
+        return Err(Error::Reentrant);
+    }
+    let mut listener = core.rounds.listen();
+    // After listening: a close from here on wakes the listener.
+    core.status()?;
+    let seen = core.rounds.now().started();
+    loop {
+        let guard = match LoopGuard::try_new(&core) {
+            Some(guard) => guard,
+            None if core.rounds.now().is_running() => {
+                listener.await;
+                listener = core.rounds.listen();
+                core.status()?;
+                if core.rounds.now().round() > seen {
+                    return Ok(());
+                }
+                continue;
+            }
+            // Held by waits checking their status, which is short; then run it here.
+            None => LoopGuard::new(&core, core.loop_lock.lock().await),
+        };
+        if core.rounds.now().round() > seen {
+            drop(guard);
+            return core.status();
+        }
+        if guard.runs_on_pump_thread() {
+            drop(guard);
+            break;
+        }
+        guard.run(Cause::Turn, None);
+        return core.status();
+    }
+    // The loop lives on the pump's thread: ask it.
+    if !core.drivers.any() {
+        return Err(core.undriven());
+    }
+    core.kick();
+    ran_since(&core, seen, listener).await
+}
+
+/// Waits until a run after round `seen` has finished; `listener` was made before `seen` was read.
+async fn ran_since(core: &Core, seen: u64, mut listener: EventListener) -> Result<(), Error> {
+    loop {
+        listener.await;
+        listener = core.rounds.listen();
+        core.status()?;
+        if core.rounds.now().round() > seen {
+            return Ok(());
+        }
     }
 }

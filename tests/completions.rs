@@ -2,6 +2,7 @@
 
 mod common;
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -130,5 +131,48 @@ on_every_backend! {
             let outcome = pump.wait_key(&table, 9).timeout(Duration::from_secs(10)).await;
             assert_eq!(outcome, Err(Error::Panicked));
         });
+    }
+}
+
+/// Regression (#15, defect 2): a table remembered the pumps whose close it would hear by their
+/// address. A pump freed and a new one allocated at the same address was never hooked, so its
+/// close did not wake the table's waits on it (and the list grew by one per pump ever used).
+#[test]
+fn issue_15_a_table_hears_the_close_of_every_pump_it_serves() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::{Context, Poll, Wake, Waker};
+
+    #[derive(Default)]
+    struct Count(AtomicUsize);
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    let table = Completions::<u32, ()>::new();
+    for key in 0..100 {
+        // One pump at a time, freed on this thread before the next is made: the allocator
+        // likely hands the next one the same address.
+        let pump = Pump::builder()
+            .interval(Duration::from_secs(3600))
+            .build(|| {})
+            .expect("valid settings");
+        let driver = pump.run(); // counts as a driver, never polled: nothing runs
+        let count = Arc::new(Count::default());
+        let waker = Waker::from(count.clone());
+        let mut wait = Box::pin(pump.wait_key(&table, key));
+        let mut cx = Context::from_waker(&waker);
+        assert!(wait.as_mut().poll(&mut cx).is_pending());
+        pump.close();
+        assert!(
+            count.0.load(Ordering::SeqCst) > 0,
+            "pump {key}: the close did not wake the wait on its key"
+        );
+        assert!(matches!(
+            wait.as_mut().poll(&mut cx),
+            Poll::Ready(Err(Error::Closed))
+        ));
+        drop((wait, driver, pump));
     }
 }

@@ -85,7 +85,28 @@ fn spawn_wait(pump: &Pump, c: &Arc<CLoop>) -> thread::JoinHandle<Result<(), Erro
     thread::spawn(move || block_on(wait))
 }
 
-const STRATEGIES: [Strategy; 2] = [Strategy::PumpEvaluated, Strategy::Broadcast];
+/// One `#[test]` per wait strategy for each model named, so the two run in parallel.
+macro_rules! under_both_strategies {
+    ($($model:ident),* $(,)?) => {$(
+        mod $model {
+            #[test]
+            fn pump_evaluated() {
+                super::$model(ffi_pump::Strategy::PumpEvaluated);
+            }
+
+            #[test]
+            fn broadcast() {
+                super::$model(ffi_pump::Strategy::Broadcast);
+            }
+        }
+    )*};
+}
+
+under_both_strategies!(
+    a_status_set_by_a_run_always_wakes_its_wait,
+    close_racing_a_wait_and_a_turn_never_hangs,
+    dropping_a_notified_wait_does_not_swallow_another_wake_up,
+);
 
 /// (a) Two concurrent `turn()` calls never overlap the loop, and each returns only after a run
 /// that started after it was called has finished.
@@ -120,79 +141,70 @@ fn concurrent_turns_never_overlap_and_each_sees_a_later_run() {
 
 /// (b) A wait whose status becomes true in a run is woken, however its registration and check
 /// interleave with that run; no other run is needed.
-#[test]
-fn a_status_set_by_a_run_always_wakes_its_wait() {
-    for strategy in STRATEGIES {
-        loom::model(move || {
-            let c = Arc::new(CLoop::default());
-            let pump = pump(strategy, &c);
-            let _driver = pump.run();
-            let waiter = spawn_wait(&pump, &c);
-            assert_eq!(block_on(pump.turn()), Ok(()));
-            assert_eq!(waiter.join().unwrap(), Ok(()), "{strategy:?}");
-            assert_eq!(c.overlaps.load(SeqCst), 0);
-            assert_eq!(pump.stats().pending_waits, 0);
-        });
-    }
+fn a_status_set_by_a_run_always_wakes_its_wait(strategy: Strategy) {
+    loom::model(move || {
+        let c = Arc::new(CLoop::default());
+        let pump = pump(strategy, &c);
+        let _driver = pump.run();
+        let waiter = spawn_wait(&pump, &c);
+        assert_eq!(block_on(pump.turn()), Ok(()));
+        assert_eq!(waiter.join().unwrap(), Ok(()), "{strategy:?}");
+        assert_eq!(c.overlaps.load(SeqCst), 0);
+        assert_eq!(pump.stats().pending_waits, 0);
+    });
 }
 
 /// (c) `close()` racing a wait and a turn: the wait ends with success or `Closed`, the turn
 /// with `Ok` or `Closed`; nothing hangs.
-#[test]
-fn close_racing_a_wait_and_a_turn_never_hangs() {
-    for strategy in STRATEGIES {
-        loom::model(move || {
-            let c = Arc::new(CLoop::default());
-            let pump = pump(strategy, &c);
-            let driver = pump.run();
-            let waiter = spawn_wait(&pump, &c);
-            let turner = {
-                let pump = pump.clone();
-                thread::spawn(move || block_on(pump.turn()))
-            };
-            pump.close();
-            let waited = waiter.join().unwrap();
-            assert!(
-                matches!(waited, Ok(()) | Err(Error::Closed)),
-                "{strategy:?}: {waited:?}"
-            );
-            let turned = turner.join().unwrap();
-            assert!(
-                matches!(turned, Ok(()) | Err(Error::Closed)),
-                "{strategy:?}: {turned:?}"
-            );
-            drop(driver);
-            assert_eq!(c.overlaps.load(SeqCst), 0);
-            assert_eq!(pump.stats().pending_waits, 0);
-        });
-    }
+fn close_racing_a_wait_and_a_turn_never_hangs(strategy: Strategy) {
+    loom::model(move || {
+        let c = Arc::new(CLoop::default());
+        let pump = pump(strategy, &c);
+        let driver = pump.run();
+        let waiter = spawn_wait(&pump, &c);
+        let turner = {
+            let pump = pump.clone();
+            thread::spawn(move || block_on(pump.turn()))
+        };
+        pump.close();
+        let waited = waiter.join().unwrap();
+        assert!(
+            matches!(waited, Ok(()) | Err(Error::Closed)),
+            "{strategy:?}: {waited:?}"
+        );
+        let turned = turner.join().unwrap();
+        assert!(
+            matches!(turned, Ok(()) | Err(Error::Closed)),
+            "{strategy:?}: {turned:?}"
+        );
+        drop(driver);
+        assert_eq!(c.overlaps.load(SeqCst), 0);
+        assert_eq!(pump.stats().pending_waits, 0);
+    });
 }
 
 /// (d) A wait that was notified (or is about to be) and is dropped without finishing does not
 /// swallow the wake-up of another wait on the same run.
-#[test]
-fn dropping_a_notified_wait_does_not_swallow_another_wake_up() {
-    for strategy in STRATEGIES {
-        loom::model(move || {
-            let c = Arc::new(CLoop::default());
-            let pump = pump(strategy, &c);
-            let _driver = pump.run();
-            let dropped = {
-                let wait = wait(&pump, &c);
-                thread::spawn(move || {
-                    let mut wait = pin!(wait);
-                    // One poll registers it (or finds the status true); then it is dropped.
-                    block_on(poll_once(wait.as_mut())).is_some()
-                })
-            };
-            let waiter = spawn_wait(&pump, &c);
-            assert_eq!(block_on(pump.turn()), Ok(()));
-            dropped.join().unwrap();
-            assert_eq!(waiter.join().unwrap(), Ok(()), "{strategy:?}");
-            assert_eq!(c.overlaps.load(SeqCst), 0);
-            assert_eq!(pump.stats().pending_waits, 0);
-        });
-    }
+fn dropping_a_notified_wait_does_not_swallow_another_wake_up(strategy: Strategy) {
+    loom::model(move || {
+        let c = Arc::new(CLoop::default());
+        let pump = pump(strategy, &c);
+        let _driver = pump.run();
+        let dropped = {
+            let wait = wait(&pump, &c);
+            thread::spawn(move || {
+                let mut wait = pin!(wait);
+                // One poll registers it (or finds the status true); then it is dropped.
+                block_on(poll_once(wait.as_mut())).is_some()
+            })
+        };
+        let waiter = spawn_wait(&pump, &c);
+        assert_eq!(block_on(pump.turn()), Ok(()));
+        dropped.join().unwrap();
+        assert_eq!(waiter.join().unwrap(), Ok(()), "{strategy:?}");
+        assert_eq!(c.overlaps.load(SeqCst), 0);
+        assert_eq!(pump.stats().pending_waits, 0);
+    });
 }
 
 /// (e) Once dropping a wait has returned, its check never runs again, however the drop

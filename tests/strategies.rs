@@ -235,3 +235,50 @@ on_every_backend! {
         });
     }
 }
+
+on_every_backend! {
+    fn issue_15_a_close_from_a_waits_first_check_ends_every_wait(rt: Rt) {
+        // Regression (#15, defect 1): a check that closes the pump in the wait's first poll (run
+        // in the waiting task, not by the pump) left every pump-evaluated wait asleep, the closing
+        // one too: close() skipped ending them whenever it ran inside a check, as if the pump's
+        // own evaluation would do it afterwards.
+        for local in [false, true] {
+            let fx = Arc::new(FakeLoop::new(1));
+            rt.block_on(async {
+                // No ticks: the loop lock is free when the closing wait first polls.
+                let builder = Pump::builder().interval(Duration::from_secs(3600));
+                let pump = rt.pump(builder, &fx);
+                let bystanders: Vec<_> = (0..20)
+                    .map(|_| {
+                        let (pump, fx) = (pump.clone(), fx.clone());
+                        rt.spawn(async move {
+                            pump.wait_until(move || fx.check(0))
+                                .timeout(Duration::from_secs(10))
+                                .await
+                        })
+                    })
+                    .collect();
+                let probe = pump.clone();
+                eventually("the bystanders are pending", || probe.stats().pending_waits == 20).await;
+                let closer = pump.clone();
+                let close = move || {
+                    closer.close();
+                    false
+                };
+                let started = std::time::Instant::now();
+                let outcome = if local {
+                    pump.wait_until_local(close).timeout(Duration::from_secs(10)).await
+                } else {
+                    pump.wait_until(close).timeout(Duration::from_secs(10)).await
+                };
+                assert_eq!(outcome, Err(Error::Closed), "the closing wait (local: {local})");
+                for bystander in bystanders {
+                    assert_eq!(bystander.await, Err(Error::Closed), "a bystander (local: {local})");
+                }
+                let elapsed = started.elapsed();
+                assert!(elapsed < Duration::from_secs(2), "the waits took {elapsed:?} to end");
+                assert_eq!(pump.stats().pending_waits, 0);
+            });
+        }
+    }
+}

@@ -258,3 +258,50 @@ fn a_hinted_pump_runs_at_its_deadline_on_a_pump_thread() {
         });
     }
 }
+
+on_every_backend! {
+    fn issue_15_a_panicking_local_check_still_evaluates_the_waits_that_arrived_meanwhile(rt: Rt) {
+        // Regression (#15, defect 3): a check run by its waiting task that panicked let go of the
+        // loop lock while unwinding, without evaluating the pump-evaluated waits that had
+        // registered while it held the lock; on a hinted pump with nothing due they waited for
+        // a run that never came.
+        let fx = Arc::new(FakeLoop::new(1));
+        rt.block_on(async {
+            let pump = hinted_pump(rt, &fx);
+            fx.arm_at(0, now_ns());
+            pump.turn().await.expect("the run that makes id 0 ready");
+            let (entered, inside) = async_channel::bounded::<()>(1);
+            let release = Arc::new(AtomicBool::new(false));
+            let panicking = std::thread::spawn({
+                let (pump, release) = (pump.clone(), release.clone());
+                move || {
+                    let wait = pump.wait_until_local(move || {
+                        let _ = entered.try_send(());
+                        while !release.load(Ordering::SeqCst) {
+                            std::thread::sleep(Duration::from_millis(1));
+                        }
+                        panic!("a check failing on purpose");
+                    });
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        futures_lite::future::block_on(wait)
+                    }))
+                    .is_err()
+                }
+            });
+            inside.recv().await.expect("the local check holds the loop lock");
+            let ready = rt.spawn({
+                let (pump, fx) = (pump.clone(), fx.clone());
+                async move { pump.wait_until(move || fx.check(0)).timeout(Duration::from_secs(5)).await }
+            });
+            let probe = pump.clone();
+            eventually("the ready wait is pending", || probe.stats().pending_waits == 2).await;
+            release.store(true, Ordering::SeqCst);
+            let started = Instant::now();
+            assert!(panicking.join().expect("the thread ends"), "the local check panicked");
+            assert_eq!(ready.await, Ok(()));
+            let elapsed = started.elapsed();
+            assert!(elapsed < Duration::from_secs(2), "the ready wait took {elapsed:?}");
+            assert_eq!(fx.stats().calls, 1, "no run besides the turn was needed");
+        });
+    }
+}

@@ -71,7 +71,7 @@ impl<E: Evaluate> Typed<E> {
         };
         let place = Place::new(self.index, key);
         if let Some(entry) = &self.entries[key] {
-            entry.admitted(place.packed());
+            entry.stored_at(place.packed());
         }
         place
     }

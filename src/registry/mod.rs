@@ -2,8 +2,8 @@
 //! run, waking only the waits whose check succeeded.
 //!
 //! Waits register into a short `incoming` list, so registering never waits for an evaluation in
-//! progress; the next holder of the loop lock moves them into the slab and evaluates them (see
-//! [`Shared::settle`](crate::shared::Shared::settle)). The slab keeps one [column](column) per
+//! progress; the next holder of the loop lock moves them into the slab and evaluates them (the
+//! [`LoopGuard`](crate::core::LoopGuard) does, on letting go). The slab keeps one [column](column) per
 //! check type, in which the checks are stored inline: the pass over thousands of entries is a
 //! loop over contiguous memory that takes no lock per check.
 //!
@@ -26,7 +26,7 @@ use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
-use crate::sync::{fence, lock, spin_step, AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard};
+use crate::sync::{fence, lock, spin_step, AtomicU64, AtomicUsize, Mutex, MutexGuard};
 use column::{Column, Typed};
 
 /// A registered wait, as the evaluating thread sees it: its check and what it shares with the
@@ -48,7 +48,7 @@ pub(crate) trait Evaluate: Send + 'static {
     fn abandon(&self) -> Option<Waker>;
 
     /// Tells the wait where its entry is stored ([`Place::packed`]).
-    fn admitted(&self, place: u64);
+    fn stored_at(&self, place: u64);
 }
 
 /// An entry that leaves the registry.
@@ -91,6 +91,21 @@ pub(crate) type Entry = Box<dyn Arrival>;
 /// Entries taken out of the registry, to be dropped by the caller once no lock is held.
 pub(crate) type Removed = Box<dyn Any + Send>;
 
+/// [`Registry::flags`]: entries arrived since the last evaluation.
+const ARRIVED: usize = 1;
+/// [`Registry::flags`]: the pump closed; the registry is to be abandoned.
+const ABANDON_DUE: usize = 1 << 1;
+
+/// What [`Registry::left_to_do`] says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LeftToDo {
+    Nothing,
+    /// Evaluate the arrivals.
+    Evaluate,
+    /// End every registered wait: the pump closed.
+    Abandon,
+}
+
 /// Keys per announced block: a cancelling wait may wait for up to this many checks.
 const BLOCK: usize = 64;
 
@@ -100,7 +115,7 @@ const NO_BLOCK: u64 = u64::MAX;
 /// [`Registry::evaluating`]: entries anywhere may be (the arrivals, wherever they landed).
 const ANY_BLOCK: u64 = u64::MAX - 1;
 
-/// An entry's [`Place::packed`] before it is admitted into the slab.
+/// An entry's [`Place::packed`] before it is stored in the slab.
 const NOT_ADMITTED: u64 = u64::MAX;
 
 /// [`Mark::state`]: the entry is (or will be) in the registry, its check may run.
@@ -115,7 +130,7 @@ const FINISHED: usize = 2;
 pub(crate) struct Mark {
     /// [`PENDING`], then [`CANCELLED`] or [`FINISHED`], never both.
     state: AtomicUsize,
-    /// [`Place::packed`], once admitted.
+    /// [`Place::packed`], once stored.
     place: AtomicU64,
 }
 
@@ -139,8 +154,8 @@ impl Mark {
         self.state.swap(FINISHED, AcqRel) == CANCELLED
     }
 
-    /// Records where the entry is stored; for [`Evaluate::admitted`].
-    pub(crate) fn admitted(&self, place: u64) {
+    /// Records where the entry is stored; for [`Evaluate::stored_at`].
+    pub(crate) fn stored_at(&self, place: u64) {
         // Release: a wait that sees the block of this place announced sees the place too.
         self.place.store(place, Release);
     }
@@ -251,8 +266,12 @@ impl<'a> Pass<'a> {
 
 pub(crate) struct Registry {
     incoming: Mutex<Incoming>,
-    /// Whether `incoming` holds entries nobody has evaluated yet; changed under its lock.
-    arrived: AtomicBool,
+    /// [`ARRIVED`]: `incoming` holds entries nobody has evaluated yet. [`ABANDON_DUE`]: the pump
+    /// closed while this thread or another held the loop lock, perhaps in the middle of an
+    /// evaluation, so the close could not empty the registry: the lock's holder does, on letting
+    /// go. Read without a lock, so whoever lets go of the loop lock learns in one load whether
+    /// anything is left to do.
+    flags: AtomicUsize,
     slab: Mutex<Slab>,
     /// The block whose checks may be running ([`Place::block`]), [`ANY_BLOCK`] or [`NO_BLOCK`].
     /// Written by the holder of the loop lock only.
@@ -266,7 +285,7 @@ impl Default for Registry {
     fn default() -> Self {
         Registry {
             incoming: Mutex::default(),
-            arrived: AtomicBool::new(false),
+            flags: AtomicUsize::new(0),
             slab: Mutex::default(),
             evaluating: AtomicU64::new(NO_BLOCK),
             marked: AtomicUsize::new(0),
@@ -277,15 +296,15 @@ impl Default for Registry {
 impl Registry {
     /// Registers an entry not evaluated yet, in O(1); hands it back if the pump is closed.
     ///
-    /// The caller then calls [`Shared::settle`](crate::shared::Shared::settle), so the entry is
-    /// evaluated without waiting for the next run.
+    /// The caller found the loop lock busy: its holder evaluates the entry on letting go, so it
+    /// needs no further run.
     pub(crate) fn insert(&self, entry: Entry) -> Result<(), Entry> {
         let mut incoming = lock(&self.incoming);
         if incoming.closed {
             return Err(entry);
         }
         incoming.entries.push(entry);
-        self.arrived.store(true, SeqCst);
+        self.flags.fetch_or(ARRIVED, SeqCst);
         Ok(())
     }
 
@@ -300,9 +319,19 @@ impl Registry {
         Ok(())
     }
 
-    /// Whether entries registered since the last evaluation wait for their first one.
-    pub(crate) fn has_arrivals(&self) -> bool {
-        self.arrived.load(SeqCst)
+    /// What is left to do for whoever lets go of the loop lock.
+    pub(crate) fn left_to_do(&self) -> LeftToDo {
+        match self.flags.load(SeqCst) {
+            flags if flags & ABANDON_DUE != 0 => LeftToDo::Abandon,
+            flags if flags & ARRIVED != 0 => LeftToDo::Evaluate,
+            _ => LeftToDo::Nothing,
+        }
+    }
+
+    /// The pump closed while the loop lock was held on this thread: the lock's holder abandons
+    /// the registry on letting go (see [`left_to_do`](Registry::left_to_do)).
+    pub(crate) fn abandon_later(&self) {
+        self.flags.fetch_or(ABANDON_DUE, SeqCst);
     }
 
     /// Moves the registered entries into the slab and returns it locked, with their places
@@ -313,7 +342,7 @@ impl Registry {
     fn admit(&self, mut places: Option<&mut Vec<Place>>) -> MutexGuard<'_, Slab> {
         let mut incoming = lock(&self.incoming);
         let mut slab = lock(&self.slab);
-        self.arrived.store(false, SeqCst);
+        self.flags.fetch_and(!ARRIVED, SeqCst);
         // Taken, not drained: a burst of registrations does not keep its memory.
         for entry in std::mem::take(&mut incoming.entries) {
             let place = entry.admit(&mut slab);
@@ -438,12 +467,14 @@ impl Registry {
         drop(removed);
     }
 
-    /// Refuses new entries and takes every entry out, returning the wakers of their waits.
-    pub(crate) fn close(&self) -> Vec<Waker> {
+    /// Refuses new entries, takes every entry out and wakes their waits, which will never
+    /// complete: the pump closed. Wakes and drops with no lock held.
+    pub(crate) fn abandon(&self) {
         let mut removed: Vec<Removed> = Vec::new();
         let arrived = {
             let mut incoming = lock(&self.incoming);
             incoming.closed = true;
+            self.flags.store(0, SeqCst);
             std::mem::take(&mut incoming.entries)
         };
         let mut wakers: Vec<Waker> = arrived.iter().filter_map(|entry| entry.abandon()).collect();
@@ -454,8 +485,10 @@ impl Registry {
             }
             slab.take_removed(&mut removed);
         }
+        for waker in wakers {
+            waker.wake();
+        }
         drop(arrived);
         drop(removed);
-        wakers
     }
 }

@@ -1,4 +1,4 @@
-//! The broadcast protocol: every wait listens for "loop ran", then checks itself under the
+//! The broadcast protocol: every wait listens for "the loop ran", then checks itself under the
 //! loop lock.
 
 use std::future::Future;
@@ -8,147 +8,164 @@ use std::task::{Context, Poll};
 
 use event_listener::EventListener;
 
-use super::Check;
-use crate::reentry::Inside;
-use crate::shared::{LockLoop, LoopGuard, Shared};
+use super::{Check, Pending, Wait};
+use crate::core::{Core, Lock, LoopGuard};
 use crate::Error;
 
 enum State {
     /// Not polled yet: not counted as pending.
     New,
-    /// Listen, then check.
-    Check,
-    /// Waiting for the loop lock to check.
-    Locking(Pin<Box<LockLoop>>),
-    /// Checked after round `seen` and failed: waiting for a later run.
+    /// About to listen, then look at the status and take the loop lock to check.
+    Look {
+        pending: Pending,
+    },
+    /// Waiting for the loop lock to check; `listener` was made before the look.
+    Locking {
+        pending: Pending,
+        listener: EventListener,
+        lock: Pin<Box<Lock>>,
+    },
+    /// Checked after round `seen` and failed: waiting for a later run. `listener` was made before
+    /// the check, so a run that ends between the check and the await is not missed.
     Listening {
+        pending: Pending,
+        listener: EventListener,
         seen: u64,
     },
     Done,
 }
 
-/// The broadcast wait: listen for "loop ran", check under the loop lock, repeat.
+/// The broadcast wait: listen for "the loop ran", check under the loop lock, repeat.
 pub(crate) struct Broadcast<C> {
-    shared: Arc<Shared>,
+    core: Arc<Core>,
     check: C,
     state: State,
-    /// Made before every check, so a run that ends between the check and the await is not missed.
-    listener: Option<EventListener>,
 }
 
-// The check is only ever called through `&mut`, never pinned, so `Wait` may move freely.
+// The check is only ever called through `&mut`, never pinned, so the wait may move freely.
 impl<C> Unpin for Broadcast<C> {}
 
 impl<C: Check> Broadcast<C> {
-    pub(crate) fn new(shared: Arc<Shared>, check: C) -> Self {
+    pub(crate) fn new(core: Arc<Core>, check: C) -> Self {
         Broadcast {
-            shared,
+            core,
             check,
             state: State::New,
-            listener: None,
         }
     }
+}
 
-    /// First poll: refuse what cannot work, then count the wait as pending.
-    fn begin(&mut self) -> Result<(), Error> {
-        self.shared.admit_wait()?;
-        self.shared.add_pending();
-        self.state = State::Check;
-        Ok(())
-    }
+/// Checks under `guard`, then lets go; `Err` with the round the check saw if it failed.
+fn check_under<C: Check>(
+    core: &Core,
+    guard: LoopGuard<'_>,
+    check: &mut C,
+) -> Result<C::Output, u64> {
+    let seen = core.rounds.now().round();
+    let outcome = guard.check(|| check.check());
+    drop(guard);
+    outcome.ok_or(seen)
+}
 
-    /// Checks with the loop lock held; otherwise notes the round the check saw.
-    fn check_locked(&mut self, guard: LoopGuard) -> Option<C::Output> {
-        let seen = self.shared.round();
-        let outcome = {
-            let _inside = Inside::enter(self.shared.id());
-            self.check.check()
-        };
-        self.shared.unlock(guard);
-        if outcome.is_none() {
-            self.state = State::Listening { seen };
-        }
-        outcome
-    }
+impl<C: Check> Wait for Broadcast<C> {
+    type Output = C::Output;
 
-    fn finish(&mut self, outcome: Result<C::Output, Error>) -> Poll<Result<C::Output, Error>> {
-        self.cancel();
-        Poll::Ready(outcome)
-    }
-
-    pub(crate) fn poll_wait(&mut self, cx: &mut Context<'_>) -> Poll<Result<C::Output, Error>> {
+    fn poll_wait(&mut self, cx: &mut Context<'_>) -> Poll<Result<C::Output, Error>> {
         loop {
-            match &mut self.state {
+            // Taken out, so a state's data moves into the next one; `Done` stays if this returns
+            // or panics (a panicking check), which drops the pending count and the listener.
+            match std::mem::replace(&mut self.state, State::Done) {
                 State::New => {
-                    if let Err(err) = self.begin() {
-                        return self.finish(Err(err));
-                    }
+                    self.core.may_wait()?;
+                    self.state = State::Look {
+                        pending: Pending::count(&self.core),
+                    };
                 }
-                State::Check => {
+                State::Look { pending } => {
                     // Listen before looking at the status, or a close in between goes unheard.
-                    self.listener = Some(self.shared.ran.listen());
-                    if let Err(err) = self.shared.status() {
-                        return self.finish(Err(err));
-                    }
-                    match self.shared.loop_lock.try_lock_arc() {
-                        Some(guard) => {
-                            if let Some(value) = self.check_locked(guard) {
-                                return self.finish(Ok(value));
+                    let listener = self.core.rounds.listen();
+                    self.core.status()?;
+                    match LoopGuard::try_new(&self.core) {
+                        Some(guard) => match check_under(&self.core, guard, &mut self.check) {
+                            Ok(value) => return Poll::Ready(Ok(value)),
+                            Err(seen) => {
+                                self.state = State::Listening {
+                                    pending,
+                                    listener,
+                                    seen,
+                                }
+                            }
+                        },
+                        None => {
+                            self.state = State::Locking {
+                                pending,
+                                listener,
+                                lock: Box::pin(self.core.loop_lock.lock()),
                             }
                         }
-                        None => {
-                            self.state = State::Locking(Box::pin(self.shared.lock_loop()));
-                        }
                     }
                 }
-                State::Locking(lock) => match lock.as_mut().poll(cx) {
-                    Poll::Ready(guard) => {
-                        if let Some(value) = self.check_locked(guard) {
-                            return self.finish(Ok(value));
+                State::Locking {
+                    pending,
+                    listener,
+                    mut lock,
+                } => match lock.as_mut().poll(cx) {
+                    Poll::Ready(raw) => {
+                        let guard = LoopGuard::new(&self.core, raw);
+                        match check_under(&self.core, guard, &mut self.check) {
+                            Ok(value) => return Poll::Ready(Ok(value)),
+                            Err(seen) => {
+                                self.state = State::Listening {
+                                    pending,
+                                    listener,
+                                    seen,
+                                }
+                            }
                         }
                     }
-                    Poll::Pending => break,
+                    Poll::Pending => {
+                        self.state = State::Locking {
+                            pending,
+                            listener,
+                            lock,
+                        };
+                        return Poll::Pending;
+                    }
                 },
-                State::Listening { seen } => {
-                    let seen = *seen;
-                    let listener = self
-                        .listener
-                        .as_mut()
-                        .expect("listening without a listener");
-                    if Pin::new(listener).poll(cx).is_pending() {
-                        break;
+                State::Listening {
+                    pending,
+                    mut listener,
+                    seen,
+                } => {
+                    if Pin::new(&mut listener).poll(cx).is_pending() {
+                        self.state = State::Listening {
+                            pending,
+                            listener,
+                            seen,
+                        };
+                        return Poll::Pending;
                     }
                     // Listen again before looking, so nothing that happens between the look and
                     // the next await goes unheard.
-                    self.listener = Some(self.shared.ran.listen());
-                    if let Err(err) = self.shared.status() {
-                        return self.finish(Err(err));
-                    }
-                    // Else woken by the run whose result the last check already saw: keep waiting.
-                    if self.shared.round() > seen {
-                        self.state = State::Check;
-                    }
+                    let listener = self.core.rounds.listen();
+                    self.core.status()?;
+                    self.state = if self.core.rounds.now().round() > seen {
+                        State::Look { pending }
+                    } else {
+                        // Woken by the run whose result the last check already saw.
+                        State::Listening {
+                            pending,
+                            listener,
+                            seen,
+                        }
+                    };
                 }
                 State::Done => panic!("a wait future was polled after it completed"),
             }
         }
-        Poll::Pending
     }
-}
 
-impl<C> Broadcast<C> {
-    /// Gives up (the wait timed out): stops counting as pending, lets go of lock and listener.
-    pub(crate) fn cancel(&mut self) {
-        if !matches!(self.state, State::New | State::Done) {
-            self.shared.remove_pending();
-        }
+    fn cancel(&mut self) {
         self.state = State::Done;
-        self.listener = None;
-    }
-}
-
-impl<C> Drop for Broadcast<C> {
-    fn drop(&mut self) {
-        self.cancel();
     }
 }

@@ -1,7 +1,45 @@
-//! The wait futures [`WaitUntil`] and [`WaitFor`], and the two protocols behind them.
+//! The wait futures — [`WaitUntil`], [`WaitFor`], [`WaitKey`] — on one skeleton: a protocol
+//! ([`Broadcast`], [`OnPump`], or a key in a completion table) that counts itself
+//! [`Pending`] while it waits, inside one [`Timeout`].
+
+/// The `timeout` and `deadline` methods of a wait future, with its own sentence on what wins
+/// over a zero timeout and its own example.
+macro_rules! timeout_methods {
+    ($wins:literal, $example:literal) => {
+        /// Gives up with [`Error::TimedOut`](crate::Error::TimedOut) after `timeout`, counted
+        /// from this call.
+        ///
+        #[doc = $wins]
+        /// `Duration::MAX` (or anything past the clock's range) never times out.
+        ///
+        /// # Examples
+        ///
+        /// ```
+        #[doc = $example]
+        /// ```
+        pub fn timeout(mut self, timeout: std::time::Duration) -> Self {
+            self.wait.set_timeout(timeout);
+            self
+        }
+
+        /// Gives up with [`Error::TimedOut`](crate::Error::TimedOut) at `deadline`; a deadline
+        /// in the past gives up at the first poll, unless the wait is already done.
+        pub fn deadline(mut self, deadline: std::time::Instant) -> Self {
+            self.wait.set_deadline(Some(deadline));
+            self
+        }
+    };
+}
 
 mod broadcast;
+mod key;
 mod on_pump;
+mod pending;
+mod timeout;
+
+pub use key::WaitKey;
+pub(crate) use pending::Pending;
+pub(crate) use timeout::{Timeout, Wait};
 
 use std::fmt;
 use std::future::Future;
@@ -9,11 +47,8 @@ use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
 
-use crate::reactor::Timer;
-
-use crate::shared::Shared;
+use crate::core::Core;
 use crate::{Error, Strategy};
 use broadcast::Broadcast;
 use on_pump::OnPump;
@@ -51,72 +86,41 @@ impl<F: FnMut() -> Option<T>, T> Check for For<F, T> {
     }
 }
 
+/// A wait on a check, with the protocol the pump's [`Strategy`] (or the `_local` form) picks.
 enum Protocol<C, T> {
     Broadcast(Broadcast<C>),
     OnPump(OnPump<C, T>),
 }
 
-/// A wait with either protocol, and its optional deadline.
-struct Timed<C, T> {
-    protocol: Protocol<C, T>,
-    timer: Option<Timer>,
-}
-
-// The check is never pinned (only called through `&mut`), so the wait may move freely.
-impl<C, T> Unpin for Timed<C, T> {}
-
-impl<C: Check<Output = T>, T> Timed<C, T> {
-    /// A wait that checks itself after every run, whatever the pump's strategy.
-    fn broadcast(shared: Arc<Shared>, check: C) -> Self {
-        Timed {
-            protocol: Protocol::Broadcast(Broadcast::new(shared, check)),
-            timer: None,
-        }
-    }
-
+impl<C: Check<Output = T>, T> Protocol<C, T> {
     /// A wait with the pump's [`Strategy`].
-    fn with_strategy(shared: Arc<Shared>, check: C) -> Self
+    fn with_strategy(core: Arc<Core>, check: C) -> Self
     where
         C: Send + 'static,
         T: Send + 'static,
     {
-        match shared.config.strategy {
-            Strategy::PumpEvaluated => Timed {
-                protocol: Protocol::OnPump(OnPump::new(shared, check)),
-                timer: None,
-            },
-            Strategy::Broadcast => Timed::broadcast(shared, check),
+        match core.config.strategy {
+            Strategy::PumpEvaluated => Protocol::OnPump(OnPump::new(core, check)),
+            Strategy::Broadcast => Protocol::Broadcast(Broadcast::new(core, check)),
         }
     }
+}
 
-    fn set_deadline(&mut self, deadline: Option<Instant>) {
-        self.timer = Some(deadline.map_or_else(Timer::never, Timer::at));
-    }
-
-    fn set_timeout(&mut self, timeout: Duration) {
-        self.set_deadline(Instant::now().checked_add(timeout));
-    }
+impl<C: Check<Output = T>, T> Wait for Protocol<C, T> {
+    type Output = T;
 
     fn poll_wait(&mut self, cx: &mut Context<'_>) -> Poll<Result<T, Error>> {
-        let outcome = match &mut self.protocol {
+        match self {
             Protocol::Broadcast(wait) => wait.poll_wait(cx),
             Protocol::OnPump(wait) => wait.poll_wait(cx),
-        };
-        if outcome.is_ready() {
-            self.timer = None;
-            return outcome;
         }
-        if let Some(timer) = &mut self.timer {
-            if Pin::new(timer).poll(cx).is_ready() {
-                self.timer = None;
-                match &mut self.protocol {
-                    Protocol::Broadcast(wait) => wait.cancel(),
-                    Protocol::OnPump(wait) => wait.cancel(),
-                }
-                return Poll::Ready(Err(Error::TimedOut));
-            }
+    }
+
+    fn cancel(&mut self) {
+        match self {
+            Protocol::Broadcast(wait) => wait.cancel(),
+            Protocol::OnPump(wait) => wait.cancel(),
         }
-        Poll::Pending
     }
 }
 
@@ -174,53 +178,39 @@ macro_rules! wait_future_docs {
 #[doc = wait_future_docs!()]
 #[must_use = "futures do nothing unless you `.await` or poll them"]
 pub struct WaitUntil<F> {
-    wait: Timed<Until<F>, ()>,
+    wait: Timeout<Protocol<Until<F>, ()>>,
 }
 
 impl<F: FnMut() -> bool> WaitUntil<F> {
-    pub(crate) fn new(shared: Arc<Shared>, check: F) -> Self
+    pub(crate) fn new(core: Arc<Core>, check: F) -> Self
     where
         F: Send + 'static,
     {
         WaitUntil {
-            wait: Timed::with_strategy(shared, Until(check)),
+            wait: Timeout::new(Protocol::with_strategy(core, Until(check))),
         }
     }
 
-    pub(crate) fn local(shared: Arc<Shared>, check: F) -> Self {
+    pub(crate) fn local(core: Arc<Core>, check: F) -> Self {
         WaitUntil {
-            wait: Timed::broadcast(shared, Until(check)),
+            wait: Timeout::new(Protocol::Broadcast(Broadcast::new(core, Until(check)))),
         }
     }
 
-    /// Gives up with [`Error::TimedOut`] after `timeout`, counted from this call.
-    ///
-    /// The check runs first on the first poll, so a condition that already holds wins over a zero
-    /// timeout. `Duration::MAX` (or anything past the clock's range) never times out.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use ffi_pump::{Error, Pump};
-    /// use std::time::Duration;
-    ///
-    /// # futures_lite::future::block_on(async {
-    /// let pump = Pump::new(|| {});
-    /// pump.spawn();
-    /// let outcome = pump.wait_until(|| false).timeout(Duration::from_millis(20)).await;
-    /// assert_eq!(outcome, Err(Error::TimedOut));
-    /// # Ok::<(), Error>(())
-    /// # }).unwrap();
-    /// ```
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.wait.set_timeout(timeout);
-        self
-    }
-
-    /// Gives up with [`Error::TimedOut`] at `deadline`.
-    pub fn deadline(mut self, deadline: Instant) -> Self {
-        self.wait.set_deadline(Some(deadline));
-        self
+    timeout_methods! {
+        "The check runs first on the first poll, so a condition that already holds wins over a zero timeout.",
+        "
+/// use ffi_pump::{Error, Pump};
+/// use std::time::Duration;
+///
+/// # futures_lite::future::block_on(async {
+/// let pump = Pump::new(|| {});
+/// pump.spawn();
+/// let outcome = pump.wait_until(|| false).timeout(Duration::from_millis(20)).await;
+/// assert_eq!(outcome, Err(Error::TimedOut));
+/// # Ok::<(), Error>(())
+/// # }).unwrap();
+"
     }
 }
 
@@ -228,7 +218,7 @@ impl<F: FnMut() -> bool> Future for WaitUntil<F> {
     type Output = Result<(), Error>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.wait.poll_wait(cx)
+        self.wait.poll(cx)
     }
 }
 
@@ -274,54 +264,43 @@ impl<F> fmt::Debug for WaitUntil<F> {
 #[doc = wait_future_docs!()]
 #[must_use = "futures do nothing unless you `.await` or poll them"]
 pub struct WaitFor<F, T> {
-    wait: Timed<For<F, T>, T>,
+    wait: Timeout<Protocol<For<F, T>, T>>,
 }
 
 impl<F: FnMut() -> Option<T>, T> WaitFor<F, T> {
-    pub(crate) fn new(shared: Arc<Shared>, check: F) -> Self
+    pub(crate) fn new(core: Arc<Core>, check: F) -> Self
     where
         F: Send + 'static,
         T: Send + 'static,
     {
         WaitFor {
-            wait: Timed::with_strategy(shared, For(check, PhantomData)),
+            wait: Timeout::new(Protocol::with_strategy(core, For(check, PhantomData))),
         }
     }
 
-    pub(crate) fn local(shared: Arc<Shared>, check: F) -> Self {
+    pub(crate) fn local(core: Arc<Core>, check: F) -> Self {
         WaitFor {
-            wait: Timed::broadcast(shared, For(check, PhantomData)),
+            wait: Timeout::new(Protocol::Broadcast(Broadcast::new(
+                core,
+                For(check, PhantomData),
+            ))),
         }
     }
 
-    /// Gives up with [`Error::TimedOut`] after `timeout`, counted from this call.
-    ///
-    /// The check runs first on the first poll, so a value that is already there wins over a zero
-    /// timeout. `Duration::MAX` (or anything past the clock's range) never times out.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use ffi_pump::{Error, Pump};
-    /// use std::time::Duration;
-    ///
-    /// # futures_lite::future::block_on(async {
-    /// let pump = Pump::new(|| {});
-    /// pump.spawn();
-    /// let outcome = pump.wait_for(|| None::<u8>).timeout(Duration::from_millis(20)).await;
-    /// assert_eq!(outcome, Err(Error::TimedOut));
-    /// # Ok::<(), Error>(())
-    /// # }).unwrap();
-    /// ```
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.wait.set_timeout(timeout);
-        self
-    }
-
-    /// Gives up with [`Error::TimedOut`] at `deadline`.
-    pub fn deadline(mut self, deadline: Instant) -> Self {
-        self.wait.set_deadline(Some(deadline));
-        self
+    timeout_methods! {
+        "The check runs first on the first poll, so a value that is already there wins over a zero timeout.",
+        "
+/// use ffi_pump::{Error, Pump};
+/// use std::time::Duration;
+///
+/// # futures_lite::future::block_on(async {
+/// let pump = Pump::new(|| {});
+/// pump.spawn();
+/// let outcome = pump.wait_for(|| None::<u8>).timeout(Duration::from_millis(20)).await;
+/// assert_eq!(outcome, Err(Error::TimedOut));
+/// # Ok::<(), Error>(())
+/// # }).unwrap();
+"
     }
 }
 
@@ -329,7 +308,7 @@ impl<F: FnMut() -> Option<T>, T> Future for WaitFor<F, T> {
     type Output = Result<T, Error>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.wait.poll_wait(cx)
+        self.wait.poll(cx)
     }
 }
 

@@ -7,10 +7,10 @@ use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
-use super::Check;
-use crate::reentry::{self, Inside};
+use super::{Check, Pending, Wait};
+use crate::core::{evaluate_arrivals, Core, LoopGuard};
+use crate::reentry;
 use crate::registry::{Entry, Evaluate, Finished, Mark};
-use crate::shared::Shared;
 use crate::sync::{lock, Mutex};
 use crate::Error;
 
@@ -43,13 +43,13 @@ impl<T> Node<T> {
 }
 
 /// The registry's entry of a pump-evaluated wait: its check, which only the holder of the loop
-/// lock calls, and the shared state.
-struct Slot<C, T> {
+/// lock calls, and the state it shares with the wait.
+struct CheckEntry<C, T> {
     node: Arc<Node<T>>,
     check: C,
 }
 
-impl<C, T> Evaluate for Slot<C, T>
+impl<C, T> Evaluate for CheckEntry<C, T>
 where
     C: Check<Output = T> + Send + 'static,
     T: Send + 'static,
@@ -82,23 +82,25 @@ where
         self.node.complete(Outcome::Abandoned)
     }
 
-    fn admitted(&self, place: u64) {
-        self.node.mark.admitted(place);
+    fn stored_at(&self, place: u64) {
+        self.node.mark.stored_at(place);
     }
 }
 
-enum Phase {
+enum State {
     /// Not polled yet: not in the registry, not pending.
     New(Entry),
-    Registered,
+    /// In the registry, counted pending.
+    Registered { _pending: Pending },
+    /// Finished (its first check succeeded, it ended, or it gave up).
     Done,
 }
 
 /// The wait's side of a pump-evaluated wait.
 pub(crate) struct OnPump<C, T> {
-    shared: Arc<Shared>,
+    core: Arc<Core>,
     node: Arc<Node<T>>,
-    phase: Phase,
+    state: State,
     _check: PhantomData<fn(C)>,
 }
 
@@ -107,19 +109,19 @@ where
     C: Check<Output = T> + Send + 'static,
     T: Send + 'static,
 {
-    pub(crate) fn new(shared: Arc<Shared>, check: C) -> Self {
+    pub(crate) fn new(core: Arc<Core>, check: C) -> Self {
         let node = Arc::new(Node {
             mark: Mark::new(),
             outcome: Mutex::new(Outcome::Waiting(None)),
         });
-        let entry: Entry = Box::new(Slot {
+        let entry: Entry = Box::new(CheckEntry {
             node: node.clone(),
             check,
         });
         OnPump {
-            shared,
+            core,
             node,
-            phase: Phase::New(entry),
+            state: State::New(entry),
             _check: PhantomData,
         }
     }
@@ -128,53 +130,58 @@ where
 impl<C, T> OnPump<C, T> {
     /// First poll: the check runs at once if the loop lock is free (the fast path); if that fails
     /// the entry joins the registry for the pump to evaluate after each run. If the lock is busy,
-    /// it joins as not yet evaluated, and its holder evaluates it on letting go.
+    /// it joins as not yet evaluated, and the lock's holder evaluates it on letting go.
     fn register(&mut self, mut entry: Entry, waker: &Waker) -> Result<(), Error> {
-        self.shared.admit_wait()?;
+        self.core.may_wait()?;
         *lock(&self.node.outcome) = Outcome::Waiting(Some(waker.clone()));
-        let guard = match self.shared.loop_lock.try_lock_arc() {
-            Some(guard) => {
-                let finished = {
-                    let _inside = Inside::enter(self.shared.id());
-                    entry.evaluate(false).is_some()
-                };
-                if finished {
-                    self.shared.unlock(guard);
-                    return Ok(());
-                }
-                Some(guard)
+        let guard = LoopGuard::try_new(&self.core);
+        if let Some(guard) = &guard {
+            if guard.check(|| entry.evaluate(false)).is_some() {
+                return Ok(());
             }
-            None => None,
-        };
-        // Counted before it can be seen by the pump, so a pump going idle never sweeps it.
-        self.shared.add_pending();
-        self.phase = Phase::Registered;
-        let inserted = match guard {
+        }
+        // Counted before the pump can see it, so a pump going idle never sweeps it.
+        let pending = Pending::count(&self.core);
+        let inserted = match &guard {
             // Still held, so no run slips between this check and the pump's next evaluation.
-            Some(guard) => {
-                let inserted = self.shared.registry.insert_evaluated(entry);
-                self.shared.unlock(guard);
-                inserted
-            }
-            None => {
-                let inserted = self.shared.registry.insert(entry);
-                self.shared.settle();
-                inserted
-            }
+            Some(_) => self.core.registry.insert_evaluated(entry),
+            None => self.core.registry.insert(entry),
         };
+        self.state = State::Registered { _pending: pending };
+        match guard {
+            // Letting go evaluates the arrivals.
+            Some(guard) => drop(guard),
+            // The holder may have let go before the entry arrived.
+            None => evaluate_arrivals(&self.core),
+        }
         if inserted.is_err() {
-            return Err(self.shared.status().err().unwrap_or(Error::Closed));
+            return Err(self.core.status().err().unwrap_or(Error::Closed));
         }
         Ok(())
     }
 
-    pub(crate) fn poll_wait(&mut self, cx: &mut Context<'_>) -> Poll<Result<T, Error>> {
-        if let Phase::New(_) = self.phase {
-            let Phase::New(entry) = std::mem::replace(&mut self.phase, Phase::Done) else {
+    /// Gives up (timed out, dropped, or its registration failed): the check is never called
+    /// again once this returns (a run of it in progress on the pump finishes first, a matter of
+    /// the few checks of its block); the pump drops the entry when it next meets it.
+    fn give_up(&mut self) {
+        if let State::Registered { .. } = self.state {
+            let inside = reentry::is_inside(self.core.id());
+            self.core.registry.withdraw(&self.node.mark, inside);
+        }
+        self.state = State::Done;
+    }
+}
+
+impl<C, T> Wait for OnPump<C, T> {
+    type Output = T;
+
+    fn poll_wait(&mut self, cx: &mut Context<'_>) -> Poll<Result<T, Error>> {
+        if let State::New(_) = self.state {
+            let State::New(entry) = std::mem::replace(&mut self.state, State::Done) else {
                 unreachable!("matched above")
             };
             if let Err(err) = self.register(entry, cx.waker()) {
-                self.cancel();
+                self.give_up();
                 return Poll::Ready(Err(err));
             }
         }
@@ -190,45 +197,30 @@ impl<C, T> OnPump<C, T> {
             }
             Outcome::Ready(value) => {
                 drop(outcome);
-                self.finish();
+                self.state = State::Done;
                 Poll::Ready(Ok(value))
             }
             Outcome::CheckPanicked(panic) => {
                 drop(outcome);
-                self.finish();
+                self.state = State::Done;
                 resume_unwind(panic)
             }
             Outcome::Abandoned => {
                 drop(outcome);
-                self.finish();
-                Poll::Ready(Err(self.shared.status().err().unwrap_or(Error::Closed)))
+                self.state = State::Done;
+                Poll::Ready(Err(self.core.status().err().unwrap_or(Error::Closed)))
             }
             Outcome::Taken => panic!("a wait future was polled after it completed"),
         }
     }
 
-    /// The pump finished with the entry: stop counting as pending.
-    fn finish(&mut self) {
-        if let Phase::Registered = self.phase {
-            self.shared.remove_pending();
-        }
-        self.phase = Phase::Done;
-    }
-
-    /// Gives up (timed out or dropped): the check is never called again once this returns (a
-    /// run of it in progress on the pump finishes first, a matter of the few checks of its
-    /// block); the pump drops the entry when it next meets it.
-    pub(crate) fn cancel(&mut self) {
-        if let Phase::Registered = self.phase {
-            let inside = reentry::is_inside(self.shared.id());
-            self.shared.registry.withdraw(&self.node.mark, inside);
-        }
-        self.finish();
+    fn cancel(&mut self) {
+        self.give_up();
     }
 }
 
 impl<C, T> Drop for OnPump<C, T> {
     fn drop(&mut self) {
-        self.cancel();
+        self.give_up();
     }
 }

@@ -1,0 +1,129 @@
+//! [`Close`]: why the pump closed, and whom else to tell.
+//!
+//! That it closed is a bit of [`Rounds`](super::Rounds); the close path itself is
+//! [`Core::close`](super::Core::close).
+
+use std::sync::Weak;
+
+use crate::sync::{lock, Mutex};
+use crate::Error;
+
+/// Something besides the pump's own waits to tell when the pump closes: a completion table,
+/// which wakes the waits pending in it.
+pub(crate) trait CloseHook: Send + Sync {
+    fn closed(&self);
+}
+
+/// The close reason and the hooks.
+#[derive(Default)]
+pub(crate) struct Close {
+    /// Why the pump stopped, if not because it was closed ([`Error::Closed`]): a panic in
+    /// `run_once`, a failed trigger. Set before the pump is marked closed, so whoever sees it
+    /// closed sees the reason. A panic replaces an earlier reason (a run in progress when the
+    /// pump was closed may still panic, and that is what its waits should hear); nothing
+    /// replaces a panic.
+    reason: Mutex<Option<Error>>,
+    /// Told when the pump closes, each once: the tables some wait of this pump is pending in.
+    /// Kept by the pump, so a table needs no list of the pumps it serves; weak, so a table
+    /// that is gone is not kept alive (and is pruned when the next one is added).
+    hooks: Mutex<Hooks>,
+}
+
+#[derive(Default)]
+struct Hooks {
+    list: Vec<Weak<dyn CloseHook>>,
+    /// Set by the close: a hook added later is told at once.
+    told: bool,
+}
+
+impl Close {
+    /// Why a closed pump is closed.
+    pub(crate) fn reason(&self) -> Error {
+        lock(&self.reason).unwrap_or(Error::Closed)
+    }
+
+    /// Records why the pump is about to close.
+    pub(crate) fn set_reason(&self, why: Error) {
+        let mut reason = lock(&self.reason);
+        if *reason != Some(Error::Panicked) && (reason.is_none() || why == Error::Panicked) {
+            *reason = Some(why);
+        }
+    }
+
+    /// Tells `hook` when the pump closes, once, however often it is heard: at once if the pump
+    /// has closed already.
+    pub(crate) fn hear(&self, hook: Weak<dyn CloseHook>) {
+        let mut hooks = lock(&self.hooks);
+        if hooks.told {
+            drop(hooks);
+            if let Some(hook) = hook.upgrade() {
+                hook.closed();
+            }
+            return;
+        }
+        // `Weak::ptr_eq` between live `Weak`s cannot be fooled by a reused address: a `Weak`
+        // keeps its allocation.
+        if hooks.list.iter().any(|known| known.ptr_eq(&hook)) {
+            return;
+        }
+        hooks.list.retain(|known| known.strong_count() > 0);
+        hooks.list.push(hook);
+    }
+
+    /// Tells every hook, once: the close path calls this after marking the pump closed.
+    pub(crate) fn tell_hooks(&self) {
+        let list = {
+            let mut hooks = lock(&self.hooks);
+            hooks.told = true;
+            std::mem::take(&mut hooks.list)
+        };
+        for hook in list.iter().filter_map(Weak::upgrade) {
+            hook.closed();
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    use super::{Close, CloseHook};
+    use crate::Error;
+
+    #[derive(Default)]
+    struct Counted(AtomicUsize);
+
+    impl CloseHook for Counted {
+        fn closed(&self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn each_hook_is_told_once() {
+        let close = Close::default();
+        let table = Arc::new(Counted::default());
+        let hook: Arc<dyn CloseHook> = table.clone();
+        close.hear(Arc::downgrade(&hook));
+        close.hear(Arc::downgrade(&hook));
+        close.tell_hooks();
+        assert_eq!(table.0.load(Ordering::SeqCst), 1);
+        close.hear(Arc::downgrade(&hook));
+        assert_eq!(
+            table.0.load(Ordering::SeqCst),
+            2,
+            "a hook heard after the close is told"
+        );
+    }
+
+    #[test]
+    fn a_panic_is_the_reason_that_stays() {
+        let close = Close::default();
+        assert_eq!(close.reason(), Error::Closed);
+        close.set_reason(Error::Trigger(std::io::ErrorKind::NotFound));
+        close.set_reason(Error::Panicked);
+        close.set_reason(Error::Trigger(std::io::ErrorKind::Other));
+        assert_eq!(close.reason(), Error::Panicked);
+    }
+}

@@ -1,0 +1,153 @@
+//! [`Demand`]: whether anyone needs the loop to run — pending waits and a kick, one word — and
+//! the event that wakes the driver when that changes.
+
+use std::sync::atomic::Ordering::SeqCst;
+
+use event_listener::{Event, EventListener};
+
+use crate::sync::AtomicUsize;
+
+/// [`Demand::state`]: a kick is waiting for its run.
+const KICKED: usize = 1;
+/// [`Demand::state`]: one pending wait.
+const WAIT: usize = 1 << 1;
+
+/// What the driver serves.
+///
+/// `state` is `pending waits << 1 | KICKED`, so "is the pump idle?" is one load compared with
+/// zero, and no reader can see the count and the kick from two different moments. A wait adds
+/// itself before the pump can see it ([`Pending`](crate::wait::Pending)), so a driver that finds
+/// the pump idle never sweeps away a wait that is about to register. The kick bit is set by
+/// [`kick`](Demand::kick) and taken by the driver's [`take_kick`](Demand::take_kick) before the
+/// run it asks for, so a kick during a run causes one more run, and a burst causes one.
+///
+/// Every access is `SeqCst`: the driver listens on `wake`, then reads this word, and a wait or a
+/// kicker writes it, then notifies; either the driver reads the write or its listener hears the
+/// notification.
+#[derive(Debug)]
+pub(crate) struct Demand {
+    state: AtomicUsize,
+    /// Wakes the driver: the first pending wait, a kick, a close.
+    wake: Event,
+    /// [`Builder::idle_stop`](crate::Builder::idle_stop): without it the pump is never idle.
+    idle_stop: bool,
+}
+
+impl Demand {
+    pub(crate) fn new(idle_stop: bool) -> Demand {
+        Demand {
+            state: AtomicUsize::new(0),
+            wake: Event::new(),
+            idle_stop,
+        }
+    }
+
+    /// Counts a wait as pending, waking an idle driver for the first one.
+    pub(crate) fn add_pending(&self) {
+        if self.state.fetch_add(WAIT, SeqCst) < WAIT {
+            self.wake.notify(usize::MAX);
+        }
+    }
+
+    /// A pending wait ended.
+    pub(crate) fn remove_pending(&self) {
+        self.state.fetch_sub(WAIT, SeqCst);
+    }
+
+    pub(crate) fn pending(&self) -> usize {
+        self.state.load(SeqCst) / WAIT
+    }
+
+    /// Asks the driver for a run as soon as possible.
+    pub(crate) fn kick(&self) {
+        self.state.fetch_or(KICKED, SeqCst);
+        self.wake.notify(usize::MAX);
+    }
+
+    /// Takes the kick, if there is one: the caller runs the loop for it.
+    pub(crate) fn take_kick(&self) -> bool {
+        self.state.fetch_and(!KICKED, SeqCst) & KICKED != 0
+    }
+
+    pub(crate) fn is_kicked(&self) -> bool {
+        self.state.load(SeqCst) & KICKED != 0
+    }
+
+    /// Whether the driver may sleep until woken: nobody waits and nobody kicked.
+    pub(crate) fn is_idle(&self) -> bool {
+        self.idle_stop && self.state.load(SeqCst) == 0
+    }
+
+    /// Listens for the next change the driver must see. Listen first, then look.
+    pub(crate) fn listen(&self) -> EventListener {
+        self.wake.listen()
+    }
+
+    /// Wakes the driver (and any driver standing by) to look again: the pump closed.
+    pub(crate) fn wake_driver(&self) {
+        self.wake.notify(usize::MAX);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::Demand;
+
+    #[test]
+    fn idle_means_no_wait_and_no_kick() {
+        let demand = Demand::new(true);
+        assert!(demand.is_idle());
+        demand.add_pending();
+        demand.add_pending();
+        assert_eq!(demand.pending(), 2);
+        demand.kick();
+        assert!(demand.is_kicked());
+        assert_eq!(demand.pending(), 2, "a kick does not count as a wait");
+        demand.remove_pending();
+        demand.remove_pending();
+        assert!(!demand.is_idle(), "the kick keeps the pump busy");
+        assert!(demand.take_kick());
+        assert!(!demand.take_kick(), "a kick is taken once");
+        assert!(demand.is_idle());
+        assert!(
+            !Demand::new(false).is_idle(),
+            "without idle stop the pump is never idle"
+        );
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_models {
+    use std::sync::Arc;
+
+    use super::Demand;
+
+    /// A driver that finds the pump idle and sleeps is always woken by the first wait or a kick
+    /// that comes in meanwhile, whatever the interleaving: listen, look, sleep.
+    #[test]
+    fn an_idle_driver_always_wakes_for_a_wait_or_a_kick() {
+        loom::model(|| {
+            let demand = Arc::new(Demand::new(true));
+            let waiter = {
+                let demand = demand.clone();
+                loom::thread::spawn(move || demand.add_pending())
+            };
+            let kicker = {
+                let demand = demand.clone();
+                loom::thread::spawn(move || demand.kick())
+            };
+            // The driver's loop, as `Wakeups::next` runs it.
+            let mut served = false;
+            while !served {
+                let woken = demand.listen();
+                if demand.take_kick() || !demand.is_idle() {
+                    served = true;
+                    continue;
+                }
+                loom::future::block_on(woken);
+            }
+            waiter.join().unwrap();
+            kicker.join().unwrap();
+        });
+    }
+}

@@ -1,0 +1,272 @@
+//! [`LoopLock`]: the exclusive right to call into the C library, and [`LoopGuard`], whose `Drop`
+//! does what every holder must do on letting go.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::Arc;
+use std::task::Waker;
+use std::time::Instant;
+
+use async_lock::{Mutex, MutexGuardArc};
+
+use super::Core;
+use crate::reentry::Inside;
+use crate::registry::{LeftToDo, Removed};
+use crate::sync::fence;
+use crate::trace::{Cause, Round, RoundClock};
+use crate::Error;
+
+/// Where the loop lives.
+pub(crate) enum Runner {
+    /// Here: whoever holds the lock calls it. Returns when it next needs to run, if it says.
+    Here(Box<dyn FnMut() -> Option<Instant> + Send>),
+    /// On the pump's own thread ([`Builder::build_on_thread`](crate::Builder::build_on_thread)),
+    /// the only place that may call it; the thread passes it to [`LoopGuard::run`].
+    OnPumpThread,
+}
+
+/// The lock around the loop: an async mutex (`async-lock`), taken with `try_lock` by whoever
+/// wants to run or check, and awaited by waits that must check.
+pub(crate) struct LoopLock {
+    mutex: Arc<Mutex<Runner>>,
+    /// Under loom: "the loop lock was let go", for [`LoopLock::lock`].
+    #[cfg(loom)]
+    released: Arc<event_listener::Event>,
+}
+
+/// The future of [`LoopLock::lock`]: the raw guard, to be wrapped with [`LoopGuard::new`].
+#[cfg(not(loom))]
+pub(crate) type Lock = async_lock::futures::LockArc<Runner>;
+#[cfg(loom)]
+pub(crate) type Lock = std::pin::Pin<Box<dyn std::future::Future<Output = RawGuard> + Send>>;
+
+/// The mutex's own guard; only a [`LoopGuard`] holds one.
+pub(crate) type RawGuard = MutexGuardArc<Runner>;
+
+impl LoopLock {
+    pub(crate) fn new(runner: Runner) -> LoopLock {
+        LoopLock {
+            mutex: Arc::new(Mutex::new(runner)),
+            #[cfg(loom)]
+            released: Arc::new(event_listener::Event::new()),
+        }
+    }
+
+    /// Waits for the lock: async-lock's `lock_arc`.
+    ///
+    /// Under loom, `try_lock_arc` retried on every release stands in: async-lock's slow path
+    /// turns to its fair mode once 500 µs of wall-clock time have passed, which loom cannot
+    /// replay, so a model waiting there is not deterministic. Every release goes through
+    /// [`LoopGuard`]'s `Drop`, which tells the stand-in.
+    pub(crate) fn lock(&self) -> Lock {
+        #[cfg(not(loom))]
+        return self.mutex.lock_arc();
+        #[cfg(loom)]
+        {
+            let (mutex, released) = (self.mutex.clone(), self.released.clone());
+            Box::pin(async move {
+                loop {
+                    let listener = released.listen();
+                    if let Some(guard) = mutex.try_lock_arc() {
+                        return guard;
+                    }
+                    listener.await;
+                }
+            })
+        }
+    }
+
+    fn try_lock(&self) -> Option<RawGuard> {
+        self.mutex.try_lock_arc()
+    }
+
+    /// Lets go of a raw guard.
+    fn release(&self, raw: RawGuard) {
+        drop(raw);
+        #[cfg(loom)]
+        self.released.notify(usize::MAX);
+    }
+}
+
+/// The right to call into C, held: run the loop ([`run`](LoopGuard::run)) or checks
+/// ([`check`](LoopGuard::check)).
+///
+/// Dropping it lets go of the lock, then — with the lock free, so nothing waits on this thread's
+/// work — ends the registered waits if the pump closed while it was held (a check or `run_once`
+/// that closed the pump could not: the registry may have been in use on this very thread), and
+/// evaluates the pump-evaluated waits that registered while it was held (they found the lock
+/// busy and left that to its holder). This also happens when a check panics through it.
+pub(crate) struct LoopGuard<'a> {
+    core: &'a Core,
+    raw: Option<RawGuard>,
+}
+
+impl<'a> LoopGuard<'a> {
+    /// Takes the lock if it is free.
+    pub(crate) fn try_new(core: &'a Core) -> Option<LoopGuard<'a>> {
+        let raw = core.loop_lock.try_lock()?;
+        Some(LoopGuard {
+            core,
+            raw: Some(raw),
+        })
+    }
+
+    /// Wraps a guard [`LoopLock::lock`] produced.
+    pub(crate) fn new(core: &'a Core, raw: RawGuard) -> LoopGuard<'a> {
+        LoopGuard {
+            core,
+            raw: Some(raw),
+        }
+    }
+
+    /// Whether the loop lives on the pump thread, which alone may run it.
+    pub(crate) fn runs_on_pump_thread(&self) -> bool {
+        matches!(self.raw.as_deref(), Some(Runner::OnPumpThread))
+    }
+
+    /// Runs `check` with the lock held, marked as inside this pump (so a wait or a turn started
+    /// from it is refused instead of deadlocking).
+    pub(crate) fn check<T>(&self, check: impl FnOnce() -> T) -> T {
+        let _inside = Inside::enter(self.core.id());
+        check()
+    }
+
+    /// Runs the loop once — `local` if the loop lives on this thread, else the lock's own —
+    /// then the checks of the pump-evaluated waits, and lets go.
+    ///
+    /// Counts the round, wakes the pump-evaluated waits that succeeded and tells every
+    /// broadcast wait: they can check at once. A panic in `run_once` is caught and closes the
+    /// pump with [`Error::Panicked`].
+    pub(crate) fn run(mut self, cause: Cause, local: Option<&mut dyn FnMut()>) {
+        let core = self.core;
+        let mut woken = Vec::new();
+        let mut removed = Vec::new();
+        let mut clock = RoundClock::start();
+        let (outcome, round) = {
+            let _inside = Inside::enter(core.id());
+            core.rounds.start();
+            let raw = self
+                .raw
+                .as_mut()
+                .expect("a guard holds the lock until dropped");
+            let outcome = catch_unwind(AssertUnwindSafe(|| match (local, &mut **raw) {
+                (Some(run_once), _) => {
+                    run_once();
+                    None
+                }
+                (None, Runner::Here(run_once)) => run_once(),
+                (None, Runner::OnPumpThread) => None,
+            }));
+            clock.ran();
+            let round = core.rounds.finish();
+            if let Ok(next) = outcome {
+                if core.config.reports_deadline {
+                    core.next_deadline.set(next);
+                }
+                let budget = core.config.interval / 2;
+                core.registry.evaluate(budget, &mut woken, &mut removed);
+            }
+            clock.checked();
+            (outcome, round)
+        };
+        if outcome.is_err() {
+            core.fail(Error::Panicked);
+        }
+        drop(self);
+        let evaluated = woken.len();
+        wake(woken, removed);
+        let listening = core.rounds.announce();
+        core.span.round(
+            Round {
+                round,
+                cause,
+                woken: evaluated + listening,
+            },
+            &clock,
+        );
+    }
+}
+
+impl Drop for LoopGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(raw) = self.raw.take() {
+            self.core.loop_lock.release(raw);
+        }
+        evaluate_arrivals(self.core);
+    }
+}
+
+/// With the loop lock let go: ends the registered waits of a closed pump, else evaluates the
+/// arrivals if the lock is free (if it is not, its holder will, on letting go).
+///
+/// Every [`LoopGuard`] does this as it drops; a wait that registered while the lock was busy
+/// does it too, in case the holder let go before the wait's entry arrived.
+pub(crate) fn evaluate_arrivals(core: &Core) {
+    loop {
+        // Pairs with itself on the other side. The holder lets go, then looks at the arrivals;
+        // a wait makes its arrival known, then tries the lock. async-lock's own orderings are
+        // release (letting go) and acquire (trying), which alone would let each side miss the
+        // other's write (found by the loop lock's loom model): with a fence between each side's
+        // write and read, one of them sees the other's.
+        fence(SeqCst);
+        match core.registry.left_to_do() {
+            LeftToDo::Nothing => return,
+            LeftToDo::Abandon => return core.registry.abandon(),
+            LeftToDo::Evaluate => {}
+        }
+        let Some(raw) = core.loop_lock.try_lock() else {
+            return;
+        };
+        let mut woken = Vec::new();
+        let mut removed = Vec::new();
+        {
+            let _inside = Inside::enter(core.id());
+            core.registry.evaluate_arrivals(&mut woken, &mut removed);
+        }
+        core.loop_lock.release(raw);
+        wake(woken, removed);
+    }
+}
+
+/// After an evaluation, with the loop lock let go: wakes the waits whose check succeeded, then
+/// drops the entries taken out (what their checks captured may run user code on drop).
+fn wake(woken: Vec<Waker>, removed: Vec<Removed>) {
+    for waker in woken {
+        waker.wake();
+    }
+    drop(removed);
+}
+
+#[cfg(all(test, loom))]
+mod loom_models {
+    use std::sync::atomic::Ordering::SeqCst;
+
+    use super::{evaluate_arrivals, LoopGuard};
+    use crate::core::loom_support::{core, entry, Ends};
+
+    /// The loop lock guard: a wait whose status already holds, registering while another
+    /// thread holds the lock, is evaluated once — by the guard letting go, or by the wait itself
+    /// if the lock came free first — and needs no run, whatever the interleaving.
+    #[test]
+    fn a_wait_registering_while_the_lock_is_held_is_evaluated_once() {
+        loom::model(|| {
+            let core = core();
+            let ends = Ends::new();
+            let holder = {
+                let core = core.clone();
+                loom::thread::spawn(move || {
+                    if let Some(guard) = LoopGuard::try_new(&core) {
+                        guard.check(|| ());
+                    }
+                })
+            };
+            core.registry
+                .insert(entry(&ends, true))
+                .unwrap_or_else(|_| panic!("the pump is open"));
+            evaluate_arrivals(&core);
+            holder.join().unwrap();
+            assert_eq!(ends.evaluated.load(SeqCst), 1);
+            assert_eq!(core.rounds.now().round(), 0, "no run was needed");
+        });
+    }
+}

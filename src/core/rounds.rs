@@ -1,0 +1,127 @@
+//! [`Rounds`]: how many runs finished, whether one is in progress, whether the pump is closed —
+//! one word — and the event that announces each change to broadcast waits and turns.
+
+use std::sync::atomic::Ordering::SeqCst;
+
+use event_listener::{Event, EventListener};
+
+use crate::sync::AtomicU64;
+
+/// [`Rounds::state`]: a run is in progress.
+const RUNNING: u64 = 1;
+/// [`Rounds::state`]: the pump is closed; never cleared.
+const CLOSED: u64 = 1 << 1;
+/// [`Rounds::state`]: one finished run.
+const ROUND: u64 = 1 << 2;
+
+/// The pump's progress.
+///
+/// `state` packs the count of finished runs (bits 2 and up), [`RUNNING`] and [`CLOSED`], so one
+/// load gives a consistent picture: "run *n* has started" is `round == n - 1` with `RUNNING`
+/// set, and it has finished once `round == n`. Only the holder of the loop lock sets and clears
+/// `RUNNING`, and a run's end clears it and counts the round in one step, so no reader sees a
+/// finished run still running or a running one already counted.
+///
+/// Every access is `SeqCst`: the pump's protocol orders this word against others (the demand
+/// word, the registry's arrivals, the event's listeners), and the waits read it to decide
+/// whether to sleep.
+#[derive(Debug)]
+pub(crate) struct Rounds {
+    state: AtomicU64,
+    /// "The loop ran" (also sent on close): broadcast waits and turns listen, then look.
+    ran: Event,
+}
+
+/// One reading of [`Rounds`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Snapshot(u64);
+
+impl Snapshot {
+    /// Runs finished.
+    pub(crate) fn round(self) -> u64 {
+        self.0 / ROUND
+    }
+
+    pub(crate) fn is_running(self) -> bool {
+        self.0 & RUNNING != 0
+    }
+
+    pub(crate) fn is_closed(self) -> bool {
+        self.0 & CLOSED != 0
+    }
+
+    /// Runs started: the finished ones and the one in progress.
+    pub(crate) fn started(self) -> u64 {
+        self.round() + u64::from(self.is_running())
+    }
+}
+
+impl Default for Rounds {
+    fn default() -> Self {
+        Rounds {
+            state: AtomicU64::new(0),
+            ran: Event::new(),
+        }
+    }
+}
+
+impl Rounds {
+    pub(crate) fn now(&self) -> Snapshot {
+        Snapshot(self.state.load(SeqCst))
+    }
+
+    /// A run starts. Called by the holder of the loop lock only.
+    pub(crate) fn start(&self) {
+        self.state.fetch_or(RUNNING, SeqCst);
+    }
+
+    /// The run in progress finished: counts it and clears [`RUNNING`] in one step; returns the
+    /// new round. Called by the holder of the loop lock only, after [`start`](Rounds::start).
+    pub(crate) fn finish(&self) -> u64 {
+        let before = self.state.fetch_add(ROUND - RUNNING, SeqCst);
+        Snapshot(before).round() + 1
+    }
+
+    /// Marks the pump closed; `true` if this call did.
+    pub(crate) fn close(&self) -> bool {
+        let before = self.state.fetch_or(CLOSED, SeqCst);
+        before & CLOSED == 0
+    }
+
+    /// Listens for the next [`announce`](Rounds::announce). Listen first, then look at
+    /// [`now`](Rounds::now), so an announcement between the two is not missed.
+    pub(crate) fn listen(&self) -> EventListener {
+        self.ran.listen()
+    }
+
+    /// Wakes every listener: a run finished, or the pump closed. Returns how many were woken.
+    pub(crate) fn announce(&self) -> usize {
+        self.ran.notify(usize::MAX)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::Rounds;
+
+    #[test]
+    fn a_run_is_running_until_it_is_counted() {
+        let rounds = Rounds::default();
+        assert_eq!((rounds.now().round(), rounds.now().started()), (0, 0));
+        rounds.start();
+        assert!(rounds.now().is_running());
+        assert_eq!((rounds.now().round(), rounds.now().started()), (0, 1));
+        assert_eq!(rounds.finish(), 1);
+        assert!(!rounds.now().is_running());
+        assert_eq!((rounds.now().round(), rounds.now().started()), (1, 1));
+        assert!(rounds.close());
+        assert!(!rounds.close(), "closing twice");
+        rounds.start();
+        assert_eq!(
+            rounds.finish(),
+            2,
+            "a run finishing on a closed pump still counts"
+        );
+        assert!(rounds.now().is_closed());
+    }
+}

@@ -1,0 +1,69 @@
+//! [`Run`]: the pump future, for any executor.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use super::{activate, drive, Driver};
+use crate::core::Core;
+
+/// The pump future: ticks the timer and runs the loop until the pump closes.
+///
+/// Returned by [`Pump::run`](crate::Pump::run) for spawning on an executor of your choice;
+/// [`Pump::spawn`](crate::Pump::spawn) does that for you. It is `Send + 'static` and resolves once
+/// the pump is closed.
+///
+/// Only one `Run` drives a pump at a time. Others stand by and take over if the active one is
+/// dropped; when the last `Run` is dropped before the pump closes (its task was cancelled or its
+/// runtime shut down), the pump closes, so pending waits end with
+/// [`Error::Closed`](crate::Error::Closed) instead of hanging.
+///
+/// # Examples
+///
+/// ```
+/// use ffi_pump::Pump;
+///
+/// # futures_lite::future::block_on(async {
+/// let pump = Pump::new(|| {});
+/// let task = smol::spawn(pump.run());
+/// pump.turn().await?;
+/// pump.close();
+/// task.await; // the pump future ends once the pump is closed
+/// # Ok::<(), ffi_pump::Error>(())
+/// # }).unwrap();
+/// ```
+#[must_use = "the pump does nothing unless this future is spawned or polled"]
+pub struct Run {
+    inner: Pin<Box<dyn Future<Output = ()> + Send>>,
+    _driver: Driver,
+}
+
+impl Run {
+    pub(crate) fn new(core: Arc<Core>) -> Run {
+        let driver = Driver::new(core.clone());
+        Run {
+            inner: Box::pin(async move {
+                if let Some(_active) = activate(&core).await {
+                    drive(&core, None::<fn()>).await;
+                }
+            }),
+            _driver: driver,
+        }
+    }
+}
+
+impl Future for Run {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        self.inner.as_mut().poll(cx)
+    }
+}
+
+impl fmt::Debug for Run {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Run").finish_non_exhaustive()
+    }
+}

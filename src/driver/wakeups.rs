@@ -1,0 +1,200 @@
+//! [`Wakeups`]: what the active driver waits for, and the next cause of a run.
+//!
+//! The driver decides, then acts: [`Wakeups::next`] works out why the loop must run next (a
+//! kick, a tick, the loop's deadline, readiness of its descriptor), sleeping as long as there is
+//! none; the driver then runs the loop for it. A new wake source is a new arm here.
+
+use std::time::Instant;
+
+use futures_lite::{FutureExt, StreamExt};
+
+use crate::core::Core;
+use crate::reactor::Timer;
+use crate::sync::{lock, Mutex};
+use crate::trace::Cause;
+use crate::Error;
+
+/// When `run_once` last said it next needs to run, for pumps that report deadlines
+/// ([`Builder::build_with_deadline`](crate::Builder::build_with_deadline)). Written by the run,
+/// read by the driver before it sleeps.
+#[derive(Debug)]
+pub(crate) struct NextDeadline(Mutex<Option<Instant>>);
+
+impl NextDeadline {
+    pub(crate) fn new(at: Option<Instant>) -> NextDeadline {
+        NextDeadline(Mutex::new(at))
+    }
+
+    pub(crate) fn set(&self, at: Option<Instant>) {
+        *lock(&self.0) = at;
+    }
+
+    fn get(&self) -> Option<Instant> {
+        *lock(&self.0)
+    }
+}
+
+/// What the driver does next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// Run the loop, for this.
+    Run(Cause),
+    /// The pump is closed (or has just been closed for a failed trigger): stop driving.
+    Stop,
+}
+
+/// What ended a sleep.
+enum Woke {
+    /// The interval or deadline timer, due at this instant.
+    Timer(Instant),
+    /// The readiness trigger's descriptor is readable.
+    #[cfg(unix)]
+    Ready,
+    /// A kick, a first wait after idle, a close: look again.
+    Demand,
+    /// Waiting for readiness failed.
+    #[cfg(unix)]
+    TriggerFailed(std::io::ErrorKind),
+}
+
+/// The active driver's wake sources: the timer (interval or deadline), the demand (kicks, first
+/// waits, close), the readiness trigger.
+pub(crate) struct Wakeups<'a> {
+    core: &'a Core,
+    timer: Timer,
+    /// The trigger's watch, made on the thread polling the driver (so a driver on tokio can
+    /// watch with tokio's reactor).
+    #[cfg(unix)]
+    watch: Option<crate::trigger::Watch<'a>>,
+    /// The last run was for readiness: look whether the library still has its descriptor.
+    #[cfg(unix)]
+    after_readiness: bool,
+}
+
+impl<'a> Wakeups<'a> {
+    /// # Errors
+    ///
+    /// [`Error::Trigger`] if the readiness trigger cannot be watched here.
+    pub(crate) fn new(core: &'a Core) -> Result<Wakeups<'a>, Error> {
+        let timer = if core.config.reports_deadline {
+            Timer::never()
+        } else {
+            Timer::interval(core.config.interval)
+        };
+        Ok(Wakeups {
+            core,
+            timer,
+            #[cfg(unix)]
+            watch: core
+                .trigger
+                .as_ref()
+                .map(crate::trigger::Trigger::watch)
+                .transpose()
+                .map_err(Error::Trigger)?,
+            #[cfg(unix)]
+            after_readiness: false,
+        })
+    }
+
+    /// The next cause of a run; sleeps while there is none (and while the pump is idle).
+    pub(crate) async fn next(&mut self) -> Next {
+        let core = self.core;
+        #[cfg(unix)]
+        if std::mem::take(&mut self.after_readiness) {
+            if let Some(Err(kind)) = core.trigger.as_ref().map(|t| t.is_open()) {
+                core.fail(Error::Trigger(kind));
+                return Next::Stop;
+            }
+        }
+        loop {
+            if core.is_closed() {
+                return Next::Stop;
+            }
+            if core.demand.take_kick() {
+                return Next::Run(Cause::Kick);
+            }
+            let demand = core.demand.listen();
+            if core.is_closed() || core.demand.is_kicked() {
+                continue;
+            }
+            if core.demand.is_idle() {
+                core.registry.sweep();
+                demand.await;
+                // The first wait after idle gets its run one interval from now, not a burst of
+                // ticks the timer missed while asleep.
+                if !core.config.reports_deadline {
+                    self.timer.set_interval(core.config.interval);
+                }
+                continue;
+            }
+            if core.config.reports_deadline {
+                // Sleep exactly until the library says it has work; nothing due, no run.
+                match core.next_deadline.get() {
+                    Some(at) => self.timer.set_at(at),
+                    None => self.timer = Timer::never(),
+                }
+            }
+            let woke = async { self.timer.next().await.map_or(Woke::Demand, Woke::Timer) }
+                .or(async {
+                    demand.await;
+                    Woke::Demand
+                })
+                .or(readiness(
+                    #[cfg(unix)]
+                    self.watch.as_ref(),
+                ))
+                .await;
+            match woke {
+                // The last wait may have ended while the timer ran: an idle pump does not run.
+                Woke::Timer(due) if !core.demand.is_idle() => return Next::Run(self.cause(due)),
+                #[cfg(unix)]
+                Woke::Ready => {
+                    self.after_readiness = true;
+                    return Next::Run(Cause::Readiness);
+                }
+                #[cfg(unix)]
+                Woke::TriggerFailed(kind) => {
+                    core.fail(Error::Trigger(kind));
+                    return Next::Stop;
+                }
+                Woke::Timer(_) | Woke::Demand => {}
+            }
+        }
+    }
+
+    /// A tick's cause; counts it if it came more than an interval late.
+    fn cause(&self, due: Instant) -> Cause {
+        let core = self.core;
+        if core.config.reports_deadline {
+            return Cause::Deadline;
+        }
+        let late = due.elapsed();
+        if late > core.config.interval {
+            core.counters.count_late_tick();
+            core.span.late_tick(late);
+        }
+        Cause::Tick
+    }
+}
+
+/// Readiness of the pump's trigger, if it has one; otherwise never.
+#[cfg(unix)]
+async fn readiness(watch: Option<&crate::trigger::Watch<'_>>) -> Woke {
+    let Some(watch) = watch else {
+        return std::future::pending().await;
+    };
+    if watch.trigger().is_readable_now() {
+        // Still readable after the last run (which yielded to the tasks it woke): run again.
+        return Woke::Ready;
+    }
+    match watch.readable().await {
+        Ok(()) => Woke::Ready,
+        Err(kind) => Woke::TriggerFailed(kind),
+    }
+}
+
+/// Without descriptors there is no readiness to wait for.
+#[cfg(not(unix))]
+async fn readiness() -> Woke {
+    std::future::pending().await
+}
