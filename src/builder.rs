@@ -146,9 +146,8 @@ impl Builder {
     /// `tokio_readiness(true)` (feature `tokio`) lets tokio's own reactor watch the descriptor,
     /// which takes that hand-off away. A pump on
     /// [`Backend::Thread`](crate::Backend::Thread) turns as fast as a bare thread blocked on the
-    /// descriptor, but then wakes every tokio waiter from outside the runtime instead: at 10 000
-    /// waits both cost about the same end to end, at 100 000 the thread is far slower (see
-    /// BENCHMARKS.md in the repository).
+    /// descriptor, but then wakes every tokio waiter from outside the runtime instead, which
+    /// costs more the more waiters a run wakes. The repository's BENCHMARKS.md measures each.
     ///
     /// # Examples
     ///
@@ -177,11 +176,8 @@ impl Builder {
     ///
     /// Through async-io, a readiness on tokio takes two hand-offs before the loop runs: async-io's
     /// thread wakes, then wakes the pump task from outside the runtime. Through tokio's reactor,
-    /// the worker parked on it wakes and runs the pump itself: in the repository's benchmark
-    /// (`compare --readiness`, 10 000 waits) this more than halved the p99 from an id falling
-    /// due to the run that saw it (66 against 142 µs), and brought the pump's end-to-end p99
-    /// below that of a bare thread blocked on the descriptor (128 against 185 µs, medians of 70
-    /// repeats).
+    /// the worker parked on it wakes and runs the pump itself, one hand-off fewer (the
+    /// repository's BENCHMARKS.md measures the difference).
     ///
     /// It applies while the pump is driven on a tokio runtime ([`Backend::Tokio`], or
     /// [`Pump::run`] spawned on tokio) and only with

@@ -3,7 +3,7 @@
 //! Through async-io, a readiness on tokio takes two hand-offs before the run: async-io's thread
 //! wakes from `epoll_wait`, then wakes the pump task through tokio's injection queue. Registered
 //! with tokio's reactor, the descriptor wakes the worker parked on it, which runs the pump task
-//! itself: `compare --readiness` measured deadline→ready p99 at about half (BENCHMARKS.md).
+//! itself (`compare --readiness` measures the difference, BENCHMARKS.md).
 
 use std::io;
 use std::os::fd::OwnedFd;
