@@ -1,10 +1,12 @@
-//! Cost of one `turn()` with 0 / 1 000 / 100 000 pending waits, and of a wait whose condition
-//! already holds (the fast path).
+//! Cost of one `turn()` with 0 / 1 000 / 100 000 pending waits, of a round of the simple
+//! registry (`compare`'s `simple-registry` peer: one `HashMap` under a mutex, `extract_if` after
+//! the run) with as many, and of a wait whose condition already holds (the fast path).
 //!
 //! ```text
 //! cargo bench -p ffi-pump-bench --bench turn
 //! ```
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_executor::Executor;
@@ -64,6 +66,33 @@ fn turn(c: &mut Criterion) {
     group.finish();
 }
 
+/// The simple registry's round: the loop and every pending check under one mutex.
+fn simple_round(c: &mut Criterion) {
+    let mut group = c.benchmark_group("simple registry round");
+    group.sample_size(20);
+    for pending in [0_usize, 1_000, 100_000] {
+        let fx = Arc::new(FakeLoop::new(1));
+        let noop = std::task::Waker::noop();
+        let waits: Mutex<HashMap<u64, (u32, std::task::Waker)>> =
+            Mutex::new((0..pending as u64).map(|key| (key, (0, noop.clone()))).collect());
+        let mut woken = Vec::new();
+        group.bench_with_input(BenchmarkId::from_parameter(pending), &pending, |b, _| {
+            b.iter(|| {
+                let mut waits = waits.lock().expect("not poisoned");
+                let _ = fx.run_once();
+                woken.extend(
+                    waits
+                        .extract_if(|_, (id, _)| fx.check(*id))
+                        .map(|(_, (_, waker))| waker),
+                );
+                drop(waits);
+                woken.drain(..).for_each(std::task::Waker::wake);
+            });
+        });
+    }
+    group.finish();
+}
+
 fn fast_path(c: &mut Criterion) {
     let fx = Arc::new(FakeLoop::new(1));
     let pump = pump(&fx);
@@ -75,5 +104,5 @@ fn fast_path(c: &mut Criterion) {
     pump.close();
 }
 
-criterion_group!(benches, turn, fast_path);
+criterion_group!(benches, turn, simple_round, fast_path);
 criterion_main!(benches);

@@ -55,8 +55,12 @@ impl Collector {
         }
     }
 
-    /// Waits until every waiter has [`start`](Collector::start)ed.
+    /// Waits until every waiter has [`start`](Collector::start)ed; at once when the workload
+    /// [arms early](crate::arms_early).
     pub async fn all_started(&self) {
+        if crate::arms_early() {
+            return;
+        }
         loop {
             let listener = self.started.listen();
             if self.to_start.load(Ordering::SeqCst) == 0 {
@@ -68,6 +72,9 @@ impl Collector {
 
     /// [`all_started`](Collector::all_started) for a thread outside any runtime.
     pub fn all_started_blocking(&self) {
+        if crate::arms_early() {
+            return;
+        }
         loop {
             let listener = self.started.listen();
             if self.to_start.load(Ordering::SeqCst) == 0 {

@@ -79,7 +79,12 @@ impl Workload {
         let spread = SPREAD.as_nanos() as u64;
         let offsets: Vec<u64> = (0..self.n).map(|_| fastrand::u64(0..spread)).collect();
         let ids: Vec<u32> = (0..self.n).collect();
-        let start = now_ns() + arming_lead(self.n).as_nanos() as u64;
+        let lead = if arms_early() {
+            Duration::ZERO
+        } else {
+            arming_lead(self.n)
+        };
+        let start = now_ns() + lead.as_nanos() as u64;
         let deadlines: Vec<u64> = offsets.iter().map(|offset| start + offset).collect();
         let arming_ns = now_ns();
         self.fx.arm_many(&ids, &deadlines);
@@ -121,6 +126,14 @@ impl Workload {
 /// here) with a margin of four times or more.
 pub fn arming_lead(n: u32) -> Duration {
     Duration::from_millis(2) + Duration::from_nanos(200) * n
+}
+
+/// Whether this process arms its ids early (`COMPARE_ARMING=early`, which `compare --early`
+/// sets for its cells): right after spawning the waits, with their first deadline at once, so ids
+/// fall due while the waits are still registering. Otherwise (the default) every wait is in place
+/// and the first deadline lies ahead of the arming ([`arming_lead`]).
+pub fn arms_early() -> bool {
+    std::env::var("COMPARE_ARMING").is_ok_and(|mode| mode == "early")
 }
 
 /// A tokio multi-thread runtime with [`WORKERS`] workers, as every tokio peer uses.

@@ -4,11 +4,12 @@
 //! purpose, flaws included (the flaws are what the benchmark shows).
 
 use std::cell::Cell;
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use async_executor::Executor;
@@ -64,11 +65,21 @@ pub enum Approach {
     /// 5. ffi-pump, completion-driven, sleeping until the fixture's next deadline
     ///    (`build_with_deadline`), kicked once the ids are armed, on the same tokio runtime.
     PumpHinted,
+    /// 6. The simple registry a careful user could write: a background task runs the loop every
+    ///    1 ms (tokio's interval) and then, under the same mutex, `extract_if`s the pending waits
+    ///    (one `HashMap`)
+    ///    whose check holds and wakes them; a wait checks once under that mutex before it
+    ///    registers. What ffi-pump's default strategy must at least match.
+    SimpleRegistry,
+    /// 5. ffi-pump's default (pump-evaluated) with its timer off and a tokio task calling
+    ///    `turn()` every 1 ms instead (tokio's interval): the pump on the simple registry's
+    ///    timer, so the two differ only in how they keep and evaluate the waits.
+    PumpTokioTurned,
 }
 
 impl Approach {
     /// Every approach, in table order.
-    pub const ALL: [Approach; 15] = [
+    pub const ALL: [Approach; 17] = [
         Approach::Naive,
         Approach::ThreadLocal,
         Approach::Atomic,
@@ -84,6 +95,8 @@ impl Approach {
         Approach::PumpReadinessThread,
         Approach::PumpReadinessTokioReactor,
         Approach::PumpHinted,
+        Approach::SimpleRegistry,
+        Approach::PumpTokioTurned,
     ];
 
     /// The name used on the command line and in the output.
@@ -104,6 +117,8 @@ impl Approach {
             Approach::PumpReadinessThread => "ffi-pump-readiness-thread",
             Approach::PumpReadinessTokioReactor => "ffi-pump-readiness-tokio-reactor",
             Approach::PumpHinted => "ffi-pump-hinted",
+            Approach::SimpleRegistry => "simple-registry",
+            Approach::PumpTokioTurned => "ffi-pump-tokio-turned",
         }
     }
 
@@ -133,6 +148,7 @@ impl Approach {
                 | Approach::PumpReadinessThread
                 | Approach::PumpReadinessTokioReactor
                 | Approach::PumpHinted
+                | Approach::PumpTokioTurned
         )
     }
 }
@@ -185,6 +201,8 @@ pub fn run(approach: Approach, workload: &Workload) -> Seen {
             pump_completions(workload, Turns::TokioReadiness, Backend::Tokio)
         }
         Approach::PumpHinted => pump_completions(workload, Turns::Deadlines, Backend::Tokio),
+        Approach::SimpleRegistry => simple_registry(workload),
+        Approach::PumpTokioTurned => pump_tokio_turned(workload),
     }
 }
 
@@ -194,8 +212,22 @@ where
     W: Fn(u32) -> F,
     F: Future<Output = ()> + Send + 'static,
 {
+    on_tokio_beside(workload, std::future::pending(), wait)
+}
+
+/// [`on_tokio`] with `background` running as a task of the same runtime until every id was seen.
+fn on_tokio_beside<W, F>(
+    workload: &Workload,
+    background: impl Future<Output = ()> + Send + 'static,
+    wait: W,
+) -> Seen
+where
+    W: Fn(u32) -> F,
+    F: Future<Output = ()> + Send + 'static,
+{
     let rt = tokio_runtime();
     rt.block_on(async {
+        let background = tokio::spawn(background);
         let seen = Collector::new(workload.n);
         for id in 0..workload.n {
             let (wait, seen) = (wait(id), seen.clone());
@@ -207,7 +239,9 @@ where
         }
         seen.all_started().await;
         workload.arm();
-        seen.all().await
+        let seen = seen.all().await;
+        background.abort();
+        seen
     })
 }
 
@@ -301,33 +335,22 @@ impl Future for Atomic {
 /// Peer 4: a background task runs the loop and notifies everyone every `interval`.
 fn background(workload: &Workload, interval: Duration) -> Seen {
     let fx = &workload.fx;
-    let rt = tokio_runtime();
-    rt.block_on(async {
-        let notify = Arc::new(Notify::new());
-        let ticker = tokio::spawn(background_loop(fx.clone(), notify.clone(), interval));
-        let seen = Collector::new(workload.n);
-        for id in 0..workload.n {
-            let (fx, notify, seen) = (fx.clone(), notify.clone(), seen.clone());
-            tokio::spawn(async move {
-                seen.start();
-                loop {
-                    let notified = notify.notified();
-                    tokio::pin!(notified);
-                    // Registered before the check, so a notification between the two is kept.
-                    notified.as_mut().enable();
-                    if fx.check(id) {
-                        break;
-                    }
-                    notified.await;
+    let notify = Arc::new(Notify::new());
+    let ticker = background_loop(fx.clone(), notify.clone(), interval);
+    on_tokio_beside(workload, ticker, |id| {
+        let (fx, notify) = (fx.clone(), notify.clone());
+        async move {
+            loop {
+                let notified = notify.notified();
+                tokio::pin!(notified);
+                // Registered before the check, so a notification between the two is kept.
+                notified.as_mut().enable();
+                if fx.check(id) {
+                    break;
                 }
-                seen.record(id);
-            });
+                notified.await;
+            }
         }
-        seen.all_started().await;
-        workload.arm();
-        let seen = seen.all().await;
-        ticker.abort();
-        seen
     })
 }
 
@@ -337,6 +360,113 @@ async fn background_loop(fx: Arc<FakeLoop>, notify: Arc<Notify>, interval: Durat
         notify.notify_waiters();
         tokio::time::sleep(interval).await;
     }
+}
+
+/// [`Approach::SimpleRegistry`]: pending waits by key, their ids and wakers, under the mutex
+/// that also guards the loop.
+struct SimpleRegistry {
+    fx: Arc<FakeLoop>,
+    waits: std::sync::Mutex<HashMap<u64, (u32, Waker)>>,
+    next_key: std::sync::atomic::AtomicU64,
+}
+
+impl SimpleRegistry {
+    fn new(fx: Arc<FakeLoop>) -> Self {
+        SimpleRegistry {
+            fx,
+            waits: std::sync::Mutex::new(HashMap::new()),
+            next_key: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    fn waits(&self) -> std::sync::MutexGuard<'_, HashMap<u64, (u32, Waker)>> {
+        self.waits.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// One round: the loop, then every check, under the one mutex; the finished waits are woken
+    /// after it.
+    fn round(&self, woken: &mut Vec<Waker>) {
+        {
+            let mut waits = self.waits();
+            let _ = self.fx.run_once();
+            let fx = &self.fx;
+            woken.extend(
+                waits
+                    .extract_if(|_, (id, _)| fx.check(*id))
+                    .map(|(_, (_, waker))| waker),
+            );
+        }
+        for waker in woken.drain(..) {
+            waker.wake();
+        }
+    }
+}
+
+/// A round every [`INTERVAL`], on the cadence the pump keeps (a late round is made up at once,
+/// as the pump's timer does), so both make as many runs.
+async fn simple_loop(registry: Arc<SimpleRegistry>) {
+    let mut woken = Vec::new();
+    let mut ticks = tokio::time::interval(INTERVAL);
+    loop {
+        ticks.tick().await;
+        registry.round(&mut woken);
+    }
+}
+
+/// A wait of [`Approach::SimpleRegistry`]: checks once under the mutex, then registers; done
+/// once its key was extracted.
+struct SimpleWait {
+    registry: Arc<SimpleRegistry>,
+    id: u32,
+    key: Option<u64>,
+}
+
+impl Future for SimpleWait {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let registry = self.registry.clone();
+        let mut waits = registry.waits();
+        match self.key {
+            None if registry.fx.check(self.id) => Poll::Ready(()),
+            None => {
+                let key = registry.next_key.fetch_add(1, Ordering::Relaxed);
+                waits.insert(key, (self.id, cx.waker().clone()));
+                self.key = Some(key);
+                Poll::Pending
+            }
+            Some(key) => match waits.get_mut(&key) {
+                None => {
+                    self.key = None;
+                    Poll::Ready(())
+                }
+                Some((_, waker)) => {
+                    if !waker.will_wake(cx.waker()) {
+                        *waker = cx.waker().clone();
+                    }
+                    Poll::Pending
+                }
+            },
+        }
+    }
+}
+
+impl Drop for SimpleWait {
+    fn drop(&mut self) {
+        if let Some(key) = self.key {
+            self.registry.waits().remove(&key);
+        }
+    }
+}
+
+/// [`Approach::SimpleRegistry`] on a 2-worker tokio runtime.
+fn simple_registry(workload: &Workload) -> Seen {
+    let registry = Arc::new(SimpleRegistry::new(workload.fx.clone()));
+    on_tokio_beside(workload, simple_loop(registry.clone()), |id| SimpleWait {
+        registry: registry.clone(),
+        id,
+        key: None,
+    })
 }
 
 /// The thread of [`Approach::ReadinessThread`]: runs the loop whenever the fixture's descriptor
@@ -435,6 +565,44 @@ fn pump_tokio(workload: &Workload, strategy: Strategy) -> Seen {
         close_counting(&pump);
         seen
     })
+}
+
+/// [`Approach::PumpTokioTurned`].
+fn pump_tokio_turned(workload: &Workload) -> Seen {
+    let fx = &workload.fx;
+    let run_fx = fx.clone();
+    let pump = Pump::builder()
+        .interval(Duration::from_secs(3600))
+        .build(move || {
+            let _ = run_fx.run_once();
+        })
+        .expect("valid settings");
+    let driver = pump.run();
+    let turner = {
+        let pump = pump.clone();
+        async move {
+            let mut ticks = tokio::time::interval(INTERVAL);
+            loop {
+                ticks.tick().await;
+                if pump.turn().await.is_err() {
+                    return;
+                }
+            }
+        }
+    };
+    let background = async move {
+        futures_lite::future::zip(driver, turner).await;
+    };
+    let seen = on_tokio_beside(workload, background, |id| {
+        let (pump, fx) = (pump.clone(), fx.clone());
+        async move {
+            pump.wait_until(move || fx.check(id))
+                .await
+                .expect("wait completes");
+        }
+    });
+    close_counting(&pump);
+    seen
 }
 
 /// What turns a completion-driven pump.
@@ -595,6 +763,14 @@ pub fn idle(approach: Approach, span: Duration) -> u64 {
         Approach::Naive | Approach::ThreadLocal | Approach::Atomic => {
             tokio_runtime().block_on(sleep);
         }
+        Approach::SimpleRegistry => {
+            tokio_runtime().block_on(async {
+                let registry = Arc::new(SimpleRegistry::new(fx.clone()));
+                let ticker = tokio::spawn(simple_loop(registry));
+                sleep.await;
+                ticker.abort();
+            });
+        }
         Approach::Background1ms | Approach::Background10ms => {
             let interval = if approach == Approach::Background1ms {
                 INTERVAL
@@ -620,6 +796,7 @@ pub fn idle(approach: Approach, span: Duration) -> u64 {
         }
         Approach::PumpTokio
         | Approach::PumpTokioBroadcast
+        | Approach::PumpTokioTurned
         | Approach::PumpCompletions
         | Approach::PumpReadiness
         | Approach::PumpReadinessTokioReactor

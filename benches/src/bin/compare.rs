@@ -68,6 +68,10 @@ fn main() {
             let repeats = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(5);
             readiness(repeats);
         }
+        Some("--early") => {
+            let repeats = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(3);
+            early(repeats);
+        }
         Some("--stalls") => {
             let seconds = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(5);
             stalls(Duration::from_secs(seconds));
@@ -81,6 +85,7 @@ fn usage_exit() -> ! {
     let names: Vec<&str> = Approach::ALL.iter().map(|a| a.name()).collect();
     eprintln!(
         "usage: compare [--sizes N,N,..] | --targets [REPEATS] | --readiness [REPEATS] \
+         | --early [REPEATS] \
          | --plot OUTPUT_OF_A_RUN | --cell APPROACH N | --idle APPROACH \
          | --kick APPROACH | --memory | --stalls [SECONDS]\n\
          approaches: {}",
@@ -375,6 +380,7 @@ fn targets(repeats: u32) {
         Approach::PumpTokio,
         Approach::PumpSmol,
         Approach::PumpCompletions,
+        Approach::SimpleRegistry,
     ];
     for n in [10_000_u32, 100_000] {
         for repeat in 1..=repeats {
@@ -410,6 +416,69 @@ fn targets(repeats: u32) {
             }
         }
     }
+}
+
+/// The pump-evaluated default (on its own timer, and turned by a tokio interval like the simple
+/// registry) and the completion-driven waits beside the simple registry
+/// ([`Approach::SimpleRegistry`]), each cell with its ids armed ahead (every wait in place, as in
+/// the other tables) and armed early (right after spawning, the first due at once: ids fall due
+/// while the waits are still registering), at N = 1 000, 10 000 and 100 000, side by side in
+/// each repeat.
+fn early(repeats: u32) {
+    const ROWS: [Approach; 4] = [
+        Approach::SimpleRegistry,
+        Approach::PumpTokioTurned,
+        Approach::PumpTokio,
+        Approach::PumpCompletions,
+    ];
+    println!(
+        "| N | arming | approach | repeat | runs | deadline→seen p50 / p99 µs | CPU cores | total CPU cores | p99 ratio | CPU ratio |\n\
+         |---:|---|---|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    for n in [1_000_u32, 10_000, 100_000] {
+        for repeat in 1..=repeats {
+            for early in [false, true] {
+                // The cells inherit it: `ffi_pump_bench::arms_early`.
+                if early {
+                    std::env::set_var("COMPARE_ARMING", "early");
+                } else {
+                    std::env::remove_var("COMPARE_ARMING");
+                }
+                let arming = if early { "early" } else { "ahead" };
+                let cells: Vec<Result<Cell, String>> = ROWS
+                    .iter()
+                    .map(|a| child::<Cell>(&["--cell".into(), a.name().into(), n.to_string()]))
+                    .collect();
+                let base = cells[0].as_ref().ok().cloned();
+                for (approach, cell) in ROWS.iter().zip(cells) {
+                    match cell {
+                        Ok(c) => {
+                            let (p99, cpu) = base.as_ref().map_or((f64::NAN, f64::NAN), |b| {
+                                (
+                                    c.deadline_to_seen_us.p99 / b.deadline_to_seen_us.p99,
+                                    c.cpu_cores / b.cpu_cores,
+                                )
+                            });
+                            println!(
+                                "| {n} | {arming} | {} | {repeat} | {} | {:.0} / {:.0} | {:.3} | {:.3} | {p99:.2} | {cpu:.2} |",
+                                c.approach,
+                                c.loop_calls,
+                                c.deadline_to_seen_us.p50,
+                                c.deadline_to_seen_us.p99,
+                                c.cpu_cores,
+                                c.total_cpu_cores,
+                            );
+                        }
+                        Err(why) => println!(
+                            "| {n} | {arming} | {} | {repeat} | failed: {why} | | | | | |",
+                            approach.name()
+                        ),
+                    }
+                }
+            }
+        }
+    }
+    std::env::remove_var("COMPARE_ARMING");
 }
 
 /// The event-driven rows, repeated at N = 10 000: ffi-pump turned by readiness (on tokio and on
