@@ -122,32 +122,30 @@ mod loom_models {
 
     use super::Demand;
 
-    /// A driver that finds the pump idle and sleeps is always woken by the first wait or a kick
-    /// that comes in meanwhile, whatever the interleaving: listen, look, sleep.
+    /// A driver that finds the pump idle and sleeps is always woken by a first wait, and by a
+    /// kick, that comes in meanwhile, whatever the interleaving: listen, look, sleep.
     #[test]
     fn an_idle_driver_always_wakes_for_a_wait_or_a_kick() {
-        loom::model(|| {
-            let demand = Arc::new(Demand::new(true));
-            let waiter = {
-                let demand = demand.clone();
-                loom::thread::spawn(move || demand.add_pending())
-            };
-            let kicker = {
-                let demand = demand.clone();
-                loom::thread::spawn(move || demand.kick())
-            };
-            // The driver's loop, as `Wakeups::next` runs it.
-            let mut served = false;
-            while !served {
-                let woken = demand.listen();
-                if demand.take_kick() || !demand.is_idle() {
-                    served = true;
-                    continue;
+        for kick in [false, true] {
+            loom::model(move || {
+                let demand = Arc::new(Demand::new(true));
+                let source = {
+                    let demand = demand.clone();
+                    loom::thread::spawn(move || match kick {
+                        true => demand.kick(),
+                        false => demand.add_pending(),
+                    })
+                };
+                // The driver's loop, as `Wakeups::next` runs it.
+                loop {
+                    let woken = demand.listen();
+                    if demand.take_kick() || !demand.is_idle() {
+                        break;
+                    }
+                    loom::future::block_on(woken);
                 }
-                loom::future::block_on(woken);
-            }
-            waiter.join().unwrap();
-            kicker.join().unwrap();
-        });
+                source.join().unwrap();
+            });
+        }
     }
 }
