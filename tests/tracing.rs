@@ -280,29 +280,14 @@ on_every_backend! {
 #[cfg(unix)]
 on_every_backend! {
     fn a_failed_trigger_is_traced_as_a_warning(rt: Rt) {
-        use std::os::unix::net::UnixStream;
-
         recorder();
         let name = format!("trigger-{rt:?}");
-        let (library_side, signal) = UnixStream::pair().expect("socket pair");
-        rt.block_on(async {
-            let builder = Pump::builder()
-                .name(&name)
-                .interval(Duration::from_secs(1))
-                .run_on_readable(&library_side);
-            let pump = rt.pump_with(builder, || {});
-            let waiting = rt.spawn({
-                let pump = pump.clone();
-                async move { pump.wait_until(|| false).timeout(Duration::from_secs(10)).await }
-            });
-            let probe = pump.clone();
-            eventually("the wait is pending", || probe.stats().pending_waits == 1).await;
-            // The library closes its descriptor: the pump's duplicate is at EOF, readable forever.
-            drop(library_side);
-            drop(signal);
-            let outcome = waiting.await;
-            assert!(matches!(outcome, Err(Error::Trigger(_))), "got {outcome:?}");
-        });
+        let outcome = rt.block_on(common::wait_while_the_library_closes_its_descriptor(
+            rt,
+            |builder| builder.name(&name),
+            || {},
+        ));
+        assert!(matches!(outcome, Err(Error::Trigger(_))), "got {outcome:?}");
         let events = events_of(&name);
         let closes = with_message(&events, "closed");
         assert_eq!(closes.len(), 1, "events {events:?}");

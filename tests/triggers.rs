@@ -2,7 +2,6 @@
 
 mod common;
 
-use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -94,32 +93,18 @@ on_every_backend! {
     }
 
     fn a_descriptor_closed_by_the_library_stops_the_pump_with_an_error(rt: Rt) {
-        // Stand-in for a library's descriptor: one end of a socket pair, the other its signal.
-        let (library_side, signal) = UnixStream::pair().expect("socket pair");
         let runs = Arc::new(AtomicU64::new(0));
-        rt.block_on(async {
-            let builder = Pump::builder()
-                .interval(Duration::from_secs(1))
-                .run_on_readable(&library_side);
-            let counter = runs.clone();
-            let pump = rt.pump_with(builder, move || {
+        let counter = runs.clone();
+        let outcome = rt.block_on(common::wait_while_the_library_closes_its_descriptor(
+            rt,
+            |builder| builder,
+            move || {
                 counter.fetch_add(1, Ordering::SeqCst);
-            });
-            let waiting = rt.spawn({
-                let pump = pump.clone();
-                async move { pump.wait_until(|| false).timeout(Duration::from_secs(10)).await }
-            });
-            let probe = pump.clone();
-            eventually("the wait is pending", || probe.stats().pending_waits == 1).await;
-            // The library closes its descriptor and its peer: the pump's duplicate is now at EOF,
-            // readable forever.
-            drop(library_side);
-            drop(signal);
-            let outcome = waiting.await;
-            assert!(matches!(outcome, Err(Error::Trigger(_))), "got {outcome:?}");
-            let runs = runs.load(Ordering::SeqCst);
-            assert!(runs < 50, "the pump spun on the closed descriptor: {runs} runs");
-        });
+            },
+        ));
+        assert!(matches!(outcome, Err(Error::Trigger(_))), "got {outcome:?}");
+        let runs = runs.load(Ordering::SeqCst);
+        assert!(runs < 50, "the pump spun on the closed descriptor: {runs} runs");
     }
 
     fn readiness_turns_the_pump_long_before_its_timer(rt: Rt) {

@@ -73,8 +73,11 @@ fn simple_round(c: &mut Criterion) {
     for pending in [0_usize, 1_000, 100_000] {
         let fx = Arc::new(FakeLoop::new(1));
         let noop = std::task::Waker::noop();
-        let waits: Mutex<HashMap<u64, (u32, std::task::Waker)>> =
-            Mutex::new((0..pending as u64).map(|key| (key, (0, noop.clone()))).collect());
+        let waits: Mutex<HashMap<u64, (u32, std::task::Waker)>> = Mutex::new(
+            (0..pending as u64)
+                .map(|key| (key, (0, noop.clone())))
+                .collect(),
+        );
         let mut woken = Vec::new();
         group.bench_with_input(BenchmarkId::from_parameter(pending), &pending, |b, _| {
             b.iter(|| {

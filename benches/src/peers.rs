@@ -380,7 +380,9 @@ impl SimpleRegistry {
     }
 
     fn waits(&self) -> std::sync::MutexGuard<'_, HashMap<u64, (u32, Waker)>> {
-        self.waits.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.waits
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// One round: the loop, then every check, under the one mutex; the finished waits are woken

@@ -55,16 +55,23 @@ impl<C: Check> Broadcast<C> {
     }
 }
 
-/// Checks under `guard`, then lets go; `Err` with the round the check saw if it failed.
+/// Checks under `guard`, then lets go: the value, or, if the check failed, the state that waits
+/// for a run after the one it saw.
 fn check_under<C: Check>(
     core: &Core,
     guard: LoopGuard<'_>,
     check: &mut C,
-) -> Result<C::Output, u64> {
+    pending: Pending,
+    listener: EventListener,
+) -> Result<C::Output, State> {
     let seen = core.rounds.now().round();
     let outcome = guard.check(|| check.check());
     drop(guard);
-    outcome.ok_or(seen)
+    outcome.ok_or(State::Listening {
+        pending,
+        listener,
+        seen,
+    })
 }
 
 impl<C: Check> Wait for Broadcast<C> {
@@ -86,16 +93,13 @@ impl<C: Check> Wait for Broadcast<C> {
                     let listener = self.core.rounds.listen();
                     self.core.status()?;
                     match LoopGuard::try_new(&self.core) {
-                        Some(guard) => match check_under(&self.core, guard, &mut self.check) {
-                            Ok(value) => return Poll::Ready(Ok(value)),
-                            Err(seen) => {
-                                self.state = State::Listening {
-                                    pending,
-                                    listener,
-                                    seen,
-                                }
+                        Some(guard) => {
+                            match check_under(&self.core, guard, &mut self.check, pending, listener)
+                            {
+                                Ok(value) => return Poll::Ready(Ok(value)),
+                                Err(listening) => self.state = listening,
                             }
-                        },
+                        }
                         None => {
                             self.state = State::Locking {
                                 pending,
@@ -112,15 +116,9 @@ impl<C: Check> Wait for Broadcast<C> {
                 } => match lock.as_mut().poll(cx) {
                     Poll::Ready(raw) => {
                         let guard = LoopGuard::new(&self.core, raw);
-                        match check_under(&self.core, guard, &mut self.check) {
+                        match check_under(&self.core, guard, &mut self.check, pending, listener) {
                             Ok(value) => return Poll::Ready(Ok(value)),
-                            Err(seen) => {
-                                self.state = State::Listening {
-                                    pending,
-                                    listener,
-                                    seen,
-                                }
-                            }
+                            Err(listening) => self.state = listening,
                         }
                     }
                     Poll::Pending => {

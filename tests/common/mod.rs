@@ -193,3 +193,35 @@ pub async fn calls_and_rounds(pump: &Pump, fx: &Arc<FakeLoop>) -> (u64, u64) {
         .await
         .expect("a check that holds at once completes")
 }
+
+/// A pump turned by the readiness of a library's descriptor (one end of a socket pair), built
+/// from `configure(builder)` around `run_once`, with one wait pending; then the library closes
+/// its descriptor and its peer, so the pump's duplicate is at EOF, readable forever. Returns how
+/// the wait ended. Call inside `block_on`.
+#[cfg(unix)]
+pub async fn wait_while_the_library_closes_its_descriptor(
+    rt: Rt,
+    configure: impl FnOnce(Builder) -> Builder,
+    run_once: impl FnMut() + Send + 'static,
+) -> Result<(), ffi_pump::Error> {
+    let (library_side, signal) = std::os::unix::net::UnixStream::pair().expect("socket pair");
+    let builder = configure(
+        Pump::builder()
+            .interval(Duration::from_secs(1))
+            .run_on_readable(&library_side),
+    );
+    let pump = rt.pump_with(builder, run_once);
+    let waiting = rt.spawn({
+        let pump = pump.clone();
+        async move {
+            pump.wait_until(|| false)
+                .timeout(Duration::from_secs(10))
+                .await
+        }
+    });
+    let probe = pump.clone();
+    eventually("the wait is pending", || probe.stats().pending_waits == 1).await;
+    drop(library_side);
+    drop(signal);
+    waiting.await
+}
