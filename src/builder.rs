@@ -9,7 +9,8 @@ use crate::backend::thread;
 use crate::core::{Config, Core, Runner};
 #[cfg(unix)]
 use crate::trigger::{Trigger, TriggerFd};
-use crate::{Backend, Error, Pump, Strategy};
+use crate::calls::Calls;
+use crate::{Backend, Error, LoopHandle, Pump, Strategy};
 
 /// Settings for a [`Pump`], from [`Pump::builder`].
 ///
@@ -398,7 +399,97 @@ impl Builder {
         );
         core.span.driven_by(Backend::Thread.label());
         let pump = Pump::from_core(core.clone());
-        thread::spawn_owner(core, factory)?;
+        thread::spawn_owner(core, None::<Arc<Calls<R>>>, factory, |run_once: &mut R| {
+            run_once();
+            None
+        })?;
         Ok(pump)
+    }
+
+    /// Builds a pump whose loop lives on a dedicated thread, started now, with its state: the
+    /// pump, and a [`LoopHandle`] to reach that state from anywhere.
+    ///
+    /// `factory` runs on the thread and makes the loop's state `S` (a curl multi handle, a Tcl
+    /// interpreter, an event base), which never leaves it, so it need not be `Send`. Only that
+    /// thread calls `run_once(&mut state)`, and the closures sent with [`LoopHandle::call`] and
+    /// [`LoopHandle::post`], which run between two runs, never during one, and kick the pump.
+    ///
+    /// `run_once` returns when the loop next needs to run, as with
+    /// [`build_with_deadline`](Builder::build_with_deadline) (`None`: nothing is due): the thread
+    /// sleeps until then, or until a kick, a call, a [`turn`](Pump::turn) or readiness
+    /// ([`run_on_readable`](Builder::run_on_readable)) — no interval. It runs once as soon as a
+    /// wait is pending, to hear the first deadline. A loop with no deadlines of its own can return
+    /// `Some(Instant::now() + period)` to be run every `period` while anyone waits.
+    ///
+    /// When the pump closes, the thread refuses further calls (the queued ones are dropped unrun
+    /// and their callers get [`Error::Closed`]), drops the state and ends;
+    /// [`Pump::closed`] waits for that. If `factory` panics, the pump is poisoned.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ThreadSpawn`] if the thread cannot be started.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::{Completions, Pump};
+    /// use std::collections::BTreeMap;
+    /// use std::time::{Duration, Instant};
+    ///
+    /// // Stand-in for a thread-affine C library with timers: what is due when.
+    /// struct Timers {
+    ///     due: BTreeMap<Instant, u32>,
+    ///     fired: Completions<u32, ()>,
+    /// }
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let fired = Completions::new();
+    /// let table = fired.clone();
+    /// let (pump, timers) = Pump::builder().build_with_state(
+    ///     move || Timers { due: BTreeMap::new(), fired: table },
+    ///     |timers| {
+    ///         // run_once: fire what is due, then say when the next one is.
+    ///         let now = Instant::now();
+    ///         while let Some(entry) = timers.due.first_entry().filter(|e| *e.key() <= now) {
+    ///             let id = entry.remove();
+    ///             timers.fired.complete(id, ());
+    ///         }
+    ///         timers.due.keys().next().copied()
+    ///     },
+    /// )?;
+    /// let at = Instant::now() + Duration::from_millis(20);
+    /// timers.post(move |timers| {
+    ///     timers.due.insert(at, 7);
+    /// })?;
+    /// pump.wait_key(&fired, 7).timeout(Duration::from_secs(2)).await?;
+    /// assert!(Instant::now() >= at);
+    /// # Ok::<(), ffi_pump::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn build_with_state<S, F, R>(
+        self,
+        factory: F,
+        run_once: R,
+    ) -> Result<(Pump, LoopHandle<S>), Error>
+    where
+        S: 'static,
+        F: FnOnce() -> S + Send + 'static,
+        R: FnMut(&mut S) -> Option<Instant> + Send + 'static,
+    {
+        let mut config = self.config()?;
+        config.reports_deadline = true;
+        let core = Core::new(
+            config,
+            self.name.clone(),
+            Runner::OnPumpThread,
+            #[cfg(unix)]
+            self.trigger()?,
+        );
+        core.span.driven_by(Backend::Thread.label());
+        let calls = Arc::new(Calls::default());
+        let handle = LoopHandle::new(core.clone(), calls.clone());
+        let pump = Pump::from_core(core.clone());
+        thread::spawn_owner(core, Some(calls), factory, run_once)?;
+        Ok((pump, handle))
     }
 }

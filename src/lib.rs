@@ -87,10 +87,13 @@
 
 mod backend;
 mod builder;
+mod calls;
+mod closed;
 mod completions;
 mod core;
 mod driver;
 mod error;
+mod loop_handle;
 mod pump;
 mod reactor;
 mod reentry;
@@ -106,9 +109,11 @@ mod wait;
 
 pub use backend::Backend;
 pub use builder::Builder;
+pub use closed::Closed;
 pub use completions::Completions;
 pub use driver::Run;
 pub use error::Error;
+pub use loop_handle::{Call, LoopHandle};
 pub use pump::Pump;
 pub use stats::Stats;
 pub use strategy::Strategy;
@@ -131,6 +136,10 @@ fn __test_send_and_sync() {
     _assert_send::<WaitKey<u32, u8>>();
     _assert_send::<Completions<u32, u8>>();
     _assert_sync::<Completions<u32, u8>>();
+    _assert_send::<Closed>();
+    _assert_send::<LoopHandle<std::rc::Rc<u8>>>();
+    _assert_sync::<LoopHandle<std::rc::Rc<u8>>>();
+    _assert_send::<Call<u8>>();
     _assert_send::<Error>();
     _assert_sync::<Error>();
 }

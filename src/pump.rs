@@ -8,7 +8,9 @@ use crate::backend;
 use crate::core::Core;
 #[cfg(doc)]
 use crate::Strategy;
-use crate::{Backend, Builder, Completions, Error, Run, Stats, Turn, WaitFor, WaitKey, WaitUntil};
+use crate::{
+    Backend, Builder, Closed, Completions, Error, Run, Stats, Turn, WaitFor, WaitKey, WaitUntil,
+};
 
 /// A shared driver for a C library's non-reentrant event loop.
 ///
@@ -437,6 +439,39 @@ impl Pump {
     /// ```
     pub fn close(&self) -> bool {
         self.core().close()
+    }
+
+    /// Waits until the pump is closed and its loop is gone: no run in progress, and the loop
+    /// dropped — its `run_once` closure, or, on a pump thread, the state the thread made, dropped
+    /// on that thread, which then ends. For a program that must free C resources in order
+    /// (unload a plugin, then its library). It does not close the pump itself; see [`Closed`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::Pump;
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use std::sync::Arc;
+    ///
+    /// struct Library(Arc<AtomicBool>);
+    /// impl Drop for Library {
+    ///     fn drop(&mut self) {
+    ///         self.0.store(true, Ordering::SeqCst); // ffi::library_free()
+    ///     }
+    /// }
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let freed = Arc::new(AtomicBool::new(false));
+    /// let flag = freed.clone();
+    /// let (pump, _handle) = Pump::builder().build_with_state(move || Library(flag), |_| None)?;
+    /// pump.close();
+    /// pump.closed().await;
+    /// assert!(freed.load(Ordering::SeqCst)); // dropped on the pump thread, which has ended
+    /// # Ok::<(), ffi_pump::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn closed(&self) -> Closed {
+        Closed::new(self.core().clone())
     }
 
     /// Whether the pump is closed (by [`close`](Pump::close), by its driver being dropped, or by a

@@ -3,9 +3,12 @@
 //! That it closed is a bit of [`Rounds`](super::Rounds); the close path itself is
 //! [`Core::close`](super::Core::close).
 
+use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Weak;
 
-use crate::sync::{lock, Mutex};
+use event_listener::{Event, EventListener};
+
+use crate::sync::{lock, AtomicUsize, Mutex};
 use crate::Error;
 
 /// Something besides the pump's own waits to tell when the pump closes: a completion table,
@@ -14,8 +17,7 @@ pub(crate) trait CloseHook: Send + Sync {
     fn closed(&self);
 }
 
-/// The close reason and the hooks.
-#[derive(Default)]
+/// The close reason, the hooks, and whether the loop is gone.
 pub(crate) struct Close {
     /// Why the pump stopped, if not because it was closed ([`Error::Closed`]): a panic in
     /// `run_once`, a failed trigger. Set before the pump is marked closed, so whoever sees it
@@ -27,6 +29,22 @@ pub(crate) struct Close {
     /// Kept by the pump, so a table needs no list of the pumps it serves; weak, so a table
     /// that is gone is not kept alive (and is pruned when the next one is added).
     hooks: Mutex<Hooks>,
+    /// 1 once the loop (its closure, or its state on the pump thread) has been dropped and no
+    /// run is in progress: what [`Pump::closed`](crate::Pump::closed) waits for. Set once, after
+    /// the pump closed; `SeqCst` against the listen-then-look of `gone`'s listeners.
+    loop_gone: AtomicUsize,
+    gone: Event,
+}
+
+impl Default for Close {
+    fn default() -> Self {
+        Close {
+            reason: Mutex::new(None),
+            hooks: Mutex::new(Hooks::default()),
+            loop_gone: AtomicUsize::new(0),
+            gone: Event::new(),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -68,6 +86,21 @@ impl Close {
         }
         hooks.list.retain(|known| known.strong_count() > 0);
         hooks.list.push(hook);
+    }
+
+    /// The loop was dropped after the close: wakes [`Pump::closed`](crate::Pump::closed).
+    pub(crate) fn set_loop_gone(&self) {
+        self.loop_gone.store(1, SeqCst);
+        self.gone.notify(usize::MAX);
+    }
+
+    pub(crate) fn is_loop_gone(&self) -> bool {
+        self.loop_gone.load(SeqCst) == 1
+    }
+
+    /// Listen, then look at [`is_loop_gone`](Close::is_loop_gone).
+    pub(crate) fn listen_gone(&self) -> EventListener {
+        self.gone.listen()
     }
 
     /// Tells every hook, once: the close path calls this after marking the pump closed.

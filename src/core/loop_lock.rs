@@ -23,6 +23,8 @@ pub(crate) enum Runner {
     /// On the pump's own thread ([`Builder::build_on_thread`](crate::Builder::build_on_thread)),
     /// the only place that may call it; the thread passes it to [`LoopGuard::run`].
     OnPumpThread,
+    /// Dropped: the pump closed and [`Pump::closed`](crate::Pump::closed) let go of it.
+    Gone,
 }
 
 /// The lock around the loop: an async mutex (`async-lock`), taken with `try_lock` by whoever
@@ -124,6 +126,19 @@ impl<'a> LoopGuard<'a> {
         matches!(self.raw.as_deref(), Some(Runner::OnPumpThread))
     }
 
+    /// Drops the loop this lock guards, if it lives here: a closed pump never runs it again.
+    /// Returns whether it lived here (not on the pump thread, which drops its own).
+    pub(crate) fn drop_loop(&mut self) -> bool {
+        let raw = self.raw.as_mut().expect("a guard holds the lock until dropped");
+        match &**raw {
+            Runner::OnPumpThread => false,
+            Runner::Here(_) | Runner::Gone => {
+                **raw = Runner::Gone;
+                true
+            }
+        }
+    }
+
     /// Runs `check` with the lock held, marked as inside this pump (so a wait or a turn started
     /// from it is refused instead of deadlocking).
     pub(crate) fn check<T>(&self, check: impl FnOnce() -> T) -> T {
@@ -137,7 +152,11 @@ impl<'a> LoopGuard<'a> {
     /// Counts the round, wakes the pump-evaluated waits that succeeded and tells every
     /// broadcast wait: they can check at once. A panic in `run_once` is caught and closes the
     /// pump with [`Error::Panicked`].
-    pub(crate) fn run(mut self, cause: Cause, local: Option<&mut dyn FnMut()>) {
+    pub(crate) fn run(
+        mut self,
+        cause: Cause,
+        local: Option<&mut dyn FnMut() -> Option<Instant>>,
+    ) {
         let core = self.core;
         let mut woken = Vec::new();
         let mut removed = Vec::new();
@@ -150,12 +169,10 @@ impl<'a> LoopGuard<'a> {
                 .as_mut()
                 .expect("a guard holds the lock until dropped");
             let outcome = catch_unwind(AssertUnwindSafe(|| match (local, &mut **raw) {
-                (Some(run_once), _) => {
-                    run_once();
-                    None
-                }
+                (Some(run_once), _) => run_once(),
                 (None, Runner::Here(run_once)) => run_once(),
-                (None, Runner::OnPumpThread) => None,
+                // `turn` asks the pump thread instead; a closed pump has no loop left.
+                (None, Runner::OnPumpThread | Runner::Gone) => None,
             }));
             clock.ran();
             let round = core.rounds.finish();

@@ -9,6 +9,7 @@ pub(crate) use wakeups::{NextDeadline, Wakeups};
 
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
+use std::time::Instant;
 
 use async_lock::{Mutex, MutexGuardArc};
 use futures_lite::FutureExt;
@@ -114,8 +115,8 @@ pub(crate) async fn activate(core: &Core) -> Option<Active> {
 }
 
 /// The active driver's loop: a run for every cause its [`Wakeups`] give, until the pump closes.
-/// `local` is the loop when it lives on this thread.
-pub(crate) async fn drive<L: FnMut()>(core: &Core, mut local: Option<L>) {
+/// `local` is the loop when it lives on this thread; it returns when it next needs to run.
+pub(crate) async fn drive<L: FnMut() -> Option<Instant>>(core: &Core, mut local: Option<L>) {
     let mut wakeups = match Wakeups::new(core) {
         Ok(wakeups) => wakeups,
         Err(why) => {
@@ -127,7 +128,9 @@ pub(crate) async fn drive<L: FnMut()>(core: &Core, mut local: Option<L>) {
         if let Some(guard) = lock_for(core, cause).await {
             guard.run(
                 cause,
-                local.as_mut().map(|run_once| run_once as &mut dyn FnMut()),
+                local
+                    .as_mut()
+                    .map(|run_once| run_once as &mut dyn FnMut() -> Option<Instant>),
             );
         }
         // A run slower than the interval leaves the timer overdue (and a kick may be waiting

@@ -46,7 +46,7 @@ impl Run {
         Run {
             inner: Box::pin(async move {
                 if let Some(_active) = activate(&core).await {
-                    drive(&core, None::<fn()>).await;
+                    drive(&core, None::<fn() -> Option<std::time::Instant>>).await;
                 }
             }),
             _driver: driver,

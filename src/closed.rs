@@ -1,0 +1,72 @@
+//! [`Closed`]: the future of [`Pump::closed`](crate::Pump::closed).
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use crate::core::{Core, LoopGuard};
+
+/// Future returned by [`Pump::closed`](crate::Pump::closed): resolves once the pump is closed,
+/// no run is in progress and the loop has been dropped — its `run_once` closure, or, on a pump
+/// thread, the state the thread made, dropped on that thread before it ended.
+///
+/// # Cancel safety
+///
+/// Dropping it changes nothing; it can be made again.
+#[must_use = "futures do nothing unless you `.await` or poll them"]
+pub struct Closed {
+    inner: Pin<Box<dyn Future<Output = ()> + Send>>,
+}
+
+impl Closed {
+    pub(crate) fn new(core: Arc<Core>) -> Closed {
+        Closed {
+            inner: Box::pin(closed(core)),
+        }
+    }
+}
+
+impl Future for Closed {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        self.inner.as_mut().poll(cx)
+    }
+}
+
+impl fmt::Debug for Closed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Closed").finish_non_exhaustive()
+    }
+}
+
+async fn closed(core: Arc<Core>) {
+    loop {
+        let listener = core.rounds.listen();
+        if core.is_closed() {
+            break;
+        }
+        listener.await;
+    }
+    if core.close.is_loop_gone() {
+        return;
+    }
+    // Taking the loop lock waits out a run in progress; a loop that lives here is dropped now.
+    let mut guard = LoopGuard::new(&core, core.loop_lock.lock().await);
+    let here = guard.drop_loop();
+    drop(guard);
+    if here {
+        core.close.set_loop_gone();
+        return;
+    }
+    // The pump thread drops its own state, then says so.
+    loop {
+        let listener = core.close.listen_gone();
+        if core.close.is_loop_gone() {
+            return;
+        }
+        listener.await;
+    }
+}

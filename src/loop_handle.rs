@@ -1,0 +1,214 @@
+//! [`LoopHandle`]: the loop's state, reached on the loop's own thread.
+
+use std::fmt;
+use std::future::Future;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use crate::calls::{Calls, Reply};
+use crate::core::Core;
+use crate::Error;
+
+/// A handle on the state of a loop that lives on the pump's thread
+/// ([`Builder::build_with_state`](crate::Builder::build_with_state)): runs closures there, with
+/// the state, between two runs of the loop and never during one.
+///
+/// This is how a binding submits work to a thread-affine C library (add a transfer, create a
+/// timer, cancel one) without a channel of its own: [`call`](LoopHandle::call) returns the
+/// closure's value, [`post`](LoopHandle::post) does not wait for it. Both kick the pump, so the
+/// closure runs, and the loop right after it, as soon as the thread is free — not at the next
+/// tick. The state itself (`S`) need not be `Send`: it never leaves its thread. The handle is
+/// `Clone + Send + Sync` and works from any runtime and from plain threads.
+///
+/// # Examples
+///
+/// ```
+/// use ffi_pump::Pump;
+/// use std::cell::RefCell;
+/// use std::rc::Rc;
+///
+/// # futures_lite::future::block_on(async {
+/// // The state of a thread-affine C library: `Rc` is not `Send`, so it stays on its thread.
+/// let (pump, handle) = Pump::builder().build_with_state(
+///     || Rc::new(RefCell::new(Vec::<u32>::new())),
+///     |_jobs| None, // run_once: nothing of its own is ever due
+/// )?;
+/// handle.post(|jobs| jobs.borrow_mut().push(1))?;
+/// let len = handle.call(|jobs| { jobs.borrow_mut().push(2); jobs.borrow().len() }).await?;
+/// assert_eq!(len, 2);
+/// pump.close();
+/// # Ok::<(), ffi_pump::Error>(())
+/// # }).unwrap();
+/// ```
+pub struct LoopHandle<S> {
+    core: Arc<Core>,
+    calls: Arc<Calls<S>>,
+}
+
+impl<S> Clone for LoopHandle<S> {
+    fn clone(&self) -> Self {
+        LoopHandle {
+            core: self.core.clone(),
+            calls: self.calls.clone(),
+        }
+    }
+}
+
+impl<S> fmt::Debug for LoopHandle<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LoopHandle")
+            .field("name", &self.core.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: 'static> LoopHandle<S> {
+    pub(crate) fn new(core: Arc<Core>, calls: Arc<Calls<S>>) -> Self {
+        LoopHandle { core, calls }
+    }
+
+    /// Runs `call` with the loop's state on the loop's thread, between two runs, and returns its
+    /// value.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Closed`] (or the pump's failure) if the pump is closed before the closure ran;
+    /// the closure is then dropped unrun. [`Error::Reentrant`] when awaited on the loop's own
+    /// thread (from `run_once`, from a check, or from another call), where it would wait for
+    /// itself.
+    ///
+    /// # Panics
+    ///
+    /// A panic in `call` fails only this call: it resumes in the task awaiting the future; the
+    /// pump and other calls go on.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future does not take the call back: if it was sent, it still runs.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::Pump;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let (_pump, handle) = Pump::builder().build_with_state(|| 40_u32, |_| None)?;
+    /// assert_eq!(handle.call(|n| *n + 2).await?, 42);
+    /// # Ok::<(), ffi_pump::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn call<R, F>(&self, call: F) -> Call<R>
+    where
+        F: FnOnce(&mut S) -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        if crate::reentry::is_inside(self.core.id()) {
+            return Call::failed(&self.core, Error::Reentrant);
+        }
+        let (reply, answer) = Reply::new();
+        let sent = self
+            .calls
+            .push(Box::new(move |state: &mut S| answer.run(state, call)));
+        if sent.is_err() {
+            return Call::failed(&self.core, self.core.status().err().unwrap_or(Error::Closed));
+        }
+        self.core.kick();
+        Call {
+            core: self.core.clone(),
+            state: CallState::Sent(reply),
+        }
+    }
+
+    /// Runs `post` with the loop's state on the loop's thread, between two runs, without waiting
+    /// for it. A panic in it is caught there and goes no further.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Closed`] (or the pump's failure) if the pump is closed; the closure is dropped
+    /// unrun.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::Pump;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let (_pump, handle) = Pump::builder().build_with_state(|| 0_u32, |_| None)?;
+    /// handle.post(|n| *n += 1)?;
+    /// assert_eq!(handle.call(|n| *n).await?, 1); // calls run in order
+    /// # Ok::<(), ffi_pump::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn post<F>(&self, post: F) -> Result<(), Error>
+    where
+        F: FnOnce(&mut S) + Send + 'static,
+    {
+        let sent = self.calls.push(Box::new(move |state: &mut S| {
+            let _ = catch_unwind(AssertUnwindSafe(|| post(state)));
+        }));
+        if sent.is_err() {
+            return Err(self.core.status().err().unwrap_or(Error::Closed));
+        }
+        self.core.kick();
+        Ok(())
+    }
+}
+
+enum CallState<R> {
+    Sent(Arc<Reply<R>>),
+    Failed(Error),
+    Done,
+}
+
+/// Future returned by [`LoopHandle::call`]: the closure's value, once it ran on the loop's
+/// thread.
+///
+/// # Cancel safety
+///
+/// Dropping it does not take the call back: a call that was sent still runs.
+#[must_use = "futures do nothing unless you `.await` or poll them"]
+pub struct Call<R> {
+    core: Arc<Core>,
+    state: CallState<R>,
+}
+
+impl<R> Call<R> {
+    fn failed(core: &Arc<Core>, why: Error) -> Self {
+        Call {
+            core: core.clone(),
+            state: CallState::Failed(why),
+        }
+    }
+}
+
+impl<R> Future for Call<R> {
+    type Output = Result<R, Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match std::mem::replace(&mut self.state, CallState::Done) {
+            CallState::Sent(reply) => match reply.poll(cx) {
+                Poll::Pending => {
+                    self.state = CallState::Sent(reply);
+                    Poll::Pending
+                }
+                Poll::Ready(Some(Ok(value))) => Poll::Ready(Ok(value)),
+                Poll::Ready(Some(Err(panic))) => resume_unwind(panic),
+                Poll::Ready(None) => {
+                    Poll::Ready(Err(self.core.status().err().unwrap_or(Error::Closed)))
+                }
+            },
+            CallState::Failed(why) => Poll::Ready(Err(why)),
+            CallState::Done => panic!("a call future was polled after it completed"),
+        }
+    }
+}
+
+impl<R> Unpin for Call<R> {}
+
+impl<R> fmt::Debug for Call<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Call").finish_non_exhaustive()
+    }
+}
