@@ -1,5 +1,6 @@
 //! [`Completions`]: completion-driven waits, for C libraries that report what finished.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::Hash;
@@ -15,6 +16,12 @@ pub(crate) enum KeyState<V> {
     Waiting(Waker),
     /// Completed; kept until a wait (or [`Completions::take`]) claims it.
     Done(V),
+    /// The wait on the key gave up with a cancel hook ([`WaitKey::on_cancel`]): a value
+    /// completed before the hook ran is dropped, not kept. The hook's run on the loop's thread
+    /// removes the mark.
+    ///
+    /// [`WaitKey::on_cancel`]: crate::WaitKey::on_cancel
+    Abandoned,
 }
 
 pub(crate) struct Table<K, V> {
@@ -28,6 +35,32 @@ impl<K, V> Table<K, V> {
     }
 }
 
+impl<K: Eq + Hash + Clone, V> Table<K, V> {
+    /// The wait on `key` gave up with a cancel hook: marks the key abandoned, or, if its value
+    /// arrived already, takes it out (to be dropped by the caller, outside the lock).
+    pub(crate) fn abandon(&self, key: &K) -> Option<V> {
+        let mut keys = self.keys();
+        match keys.get(key) {
+            Some(KeyState::Done(_)) => match keys.remove(key) {
+                Some(KeyState::Done(value)) => Some(value),
+                _ => None,
+            },
+            _ => {
+                keys.insert(key.clone(), KeyState::Abandoned);
+                None
+            }
+        }
+    }
+
+    /// The cancel hook of `key` ran (or could not be sent): no late value is expected.
+    pub(crate) fn unmark(&self, key: &K) {
+        let mut keys = self.keys();
+        if matches!(keys.get(key), Some(KeyState::Abandoned)) {
+            keys.remove(key);
+        }
+    }
+}
+
 impl<K: Send, V: Send> CloseHook for Table<K, V> {
     /// Wakes every pending wait; each looks at its own pump and ends if that one closed.
     fn closed(&self) {
@@ -36,7 +69,7 @@ impl<K: Send, V: Send> CloseHook for Table<K, V> {
             .values()
             .filter_map(|state| match state {
                 KeyState::Waiting(waker) => Some(waker.clone()),
-                KeyState::Done(_) => None,
+                KeyState::Done(_) | KeyState::Abandoned => None,
             })
             .collect();
         for waker in wakers {
@@ -112,13 +145,11 @@ impl<K, V> Default for Completions<K, V> {
 impl<K, V> fmt::Debug for Completions<K, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let keys = self.table.keys();
-        let waiting = keys
-            .values()
-            .filter(|s| matches!(s, KeyState::Waiting(_)))
-            .count();
+        let count = |pick: fn(&KeyState<V>) -> bool| keys.values().filter(|s| pick(s)).count();
         f.debug_struct("Completions")
-            .field("waiting", &waiting)
-            .field("unclaimed", &(keys.len() - waiting))
+            .field("waiting", &count(|s| matches!(s, KeyState::Waiting(_))))
+            .field("unclaimed", &count(|s| matches!(s, KeyState::Done(_))))
+            .field("abandoned", &count(|s| matches!(s, KeyState::Abandoned)))
             .finish()
     }
 }
@@ -140,7 +171,9 @@ impl<K: Eq + Hash, V> Completions<K, V> {
     ///
     /// Call it from `run_once` (it never blocks on anything but a short internal lock). Without a
     /// wait, the value is kept until one claims it; a value completed twice before it is claimed
-    /// replaces the first, which is returned.
+    /// replaces the first, which is returned. If the wait on `key` gave up with a cancel hook
+    /// ([`WaitKey::on_cancel`](crate::WaitKey::on_cancel)) that has not run yet, the value is
+    /// dropped: nobody will claim it.
     ///
     /// # Examples
     ///
@@ -151,14 +184,29 @@ impl<K: Eq + Hash, V> Completions<K, V> {
     /// assert_eq!(table.take(&"job"), Some(2));
     /// ```
     pub fn complete(&self, key: K, value: V) -> Option<V> {
-        let previous = self.table.keys().insert(key, KeyState::Done(value));
+        let mut keys = self.table.keys();
+        let previous = match keys.entry(key) {
+            Entry::Occupied(state) if matches!(state.get(), KeyState::Abandoned) => {
+                // Its wait gave up and nobody will claim it: dropped, outside the lock.
+                state.remove();
+                drop(keys);
+                drop(value);
+                return None;
+            }
+            Entry::Occupied(mut state) => Some(state.insert(KeyState::Done(value))),
+            Entry::Vacant(state) => {
+                state.insert(KeyState::Done(value));
+                None
+            }
+        };
+        drop(keys);
         match previous {
             Some(KeyState::Waiting(waker)) => {
                 waker.wake();
                 None
             }
             Some(KeyState::Done(unclaimed)) => Some(unclaimed),
-            None => None,
+            Some(KeyState::Abandoned) | None => None,
         }
     }
 

@@ -11,7 +11,7 @@ use std::task::{Context, Poll};
 use super::{Pending, Timeout, Wait};
 use crate::completions::{KeyState, Table};
 use crate::core::{CloseHook, Core};
-use crate::{Completions, Error};
+use crate::{Completions, Error, LoopHandle};
 
 enum State {
     /// Not polled yet: not in the table, not pending.
@@ -29,6 +29,8 @@ struct Keyed<K: Eq + Hash, V> {
     table: Arc<Table<K, V>>,
     key: K,
     state: State,
+    /// [`WaitKey::on_cancel`]: marks the key abandoned and sends the hook to the loop's thread.
+    on_cancel: Option<Box<dyn FnOnce() + Send>>,
 }
 
 impl<K, V> Keyed<K, V>
@@ -65,15 +67,21 @@ where
                     unreachable!("matched Done")
                 };
                 drop(keys);
+                self.on_cancel = None;
                 self.state = State::Done;
                 Poll::Ready(Ok(value))
             }
-            Entry::Occupied(_) if new => Poll::Ready(Err(Error::KeyInUse)),
+            // Another wait's, or abandoned by one whose cancel hook has not run yet: its cancel
+            // hook is not this wait's to run.
+            Entry::Occupied(_) if new => {
+                self.on_cancel = None;
+                self.state = State::Done;
+                Poll::Ready(Err(Error::KeyInUse))
+            }
             Entry::Occupied(mut state) => {
                 if let Err(why) = self.core.status() {
-                    state.remove();
                     drop(keys);
-                    self.state = State::Done;
+                    self.leave();
                     return Poll::Ready(Err(why));
                 }
                 if let KeyState::Waiting(old) = state.get_mut() {
@@ -87,7 +95,7 @@ where
                 // Under the table lock, so a close after this look wakes the waker inserted here.
                 if let Err(why) = self.core.status() {
                     drop(keys);
-                    self.state = State::Done;
+                    self.leave();
                     return Poll::Ready(Err(why));
                 }
                 state.insert(KeyState::Waiting(cx.waker().clone()));
@@ -107,16 +115,22 @@ where
 }
 
 impl<K: Eq + Hash, V> Keyed<K, V> {
-    /// Gives up: takes this wait's waker out of the table. A completed value stays there for the
-    /// next wait on the key, or for [`Completions::take`].
+    /// Gives up (timed out, dropped, or the pump closed): takes this wait's waker out of the
+    /// table. Without a cancel hook a completed value stays there for the next wait on the key,
+    /// or for [`Completions::take`]; with one, the hook marks the key abandoned (a value
+    /// completed before the hook runs is dropped) and goes to the loop's thread.
     fn leave(&mut self) {
-        if let State::Waiting { .. } = self.state {
+        let waiting = matches!(self.state, State::Waiting { .. });
+        self.state = State::Done;
+        if let Some(hook) = self.on_cancel.take() {
+            return hook();
+        }
+        if waiting {
             let mut keys = self.table.keys();
             if matches!(keys.get(&self.key), Some(KeyState::Waiting(_))) {
                 keys.remove(&self.key);
             }
         }
-        self.state = State::Done;
     }
 }
 
@@ -169,6 +183,7 @@ impl<K: Eq + Hash, V> WaitKey<K, V> {
                 table: table.table.clone(),
                 key,
                 state: State::New,
+                on_cancel: None,
             }),
         }
     }
@@ -189,6 +204,67 @@ impl<K: Eq + Hash, V> WaitKey<K, V> {
 /// # Ok::<(), ffi_pump::Error>(())
 /// # }).unwrap();
 "
+    }
+}
+
+impl<K, V> WaitKey<K, V>
+where
+    K: Eq + Hash + Clone + Send + 'static,
+    V: Send + 'static,
+{
+    /// Cleans up in C when this wait gives up: if it times out, is dropped, or its pump closes
+    /// before its key completed, `cancel` is sent to the loop's thread ([`LoopHandle::post`]),
+    /// exactly once, to remove the C object the key stood for (a transfer, a timer). A value
+    /// completed for the key after the wait gave up and before `cancel` ran is dropped instead
+    /// of kept for a wait that will never come.
+    ///
+    /// Not run when the wait gets its value, nor when it fails with [`Error::KeyInUse`] (the key
+    /// is another wait's). Until the hook has run, a new wait on the key gets `KeyInUse`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::{Completions, Error, Pump};
+    /// use std::collections::HashSet;
+    /// use std::time::Duration;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// // Stand-in for a thread-affine C library: the ids of its running transfers.
+    /// let done = Completions::<u32, ()>::new();
+    /// let (pump, transfers) =
+    ///     Pump::builder().build_with_state(HashSet::<u32>::new, |_| None)?;
+    /// transfers.call(|running| running.insert(1)).await?; // start transfer 1
+    /// let outcome = pump
+    ///     .wait_key(&done, 1)
+    ///     .on_cancel(&transfers, |running| {
+    ///         running.remove(&1); // ffi::transfer_cancel(1)
+    ///     })
+    ///     .timeout(Duration::from_millis(20))
+    ///     .await;
+    /// assert_eq!(outcome, Err(Error::TimedOut));
+    /// assert!(transfers.call(|running| running.is_empty()).await?); // cancelled in C
+    /// # Ok::<(), ffi_pump::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn on_cancel<S: 'static>(
+        mut self,
+        handle: &LoopHandle<S>,
+        cancel: impl FnOnce(&mut S) + Send + 'static,
+    ) -> Self {
+        let keyed = self.wait.wait_mut();
+        let (table, key, handle) = (keyed.table.clone(), keyed.key.clone(), handle.clone());
+        keyed.on_cancel = Some(Box::new(move || {
+            drop(table.abandon(&key));
+            let (marked, mark) = (table.clone(), key.clone());
+            let sent = handle.post(move |state| {
+                cancel(state);
+                marked.unmark(&mark);
+            });
+            if sent.is_err() {
+                table.unmark(&key);
+            }
+        }));
+        self
     }
 }
 

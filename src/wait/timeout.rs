@@ -51,6 +51,10 @@ impl<W> Timeout<W> {
     pub(crate) fn wait(&self) -> &W {
         &self.wait
     }
+
+    pub(crate) fn wait_mut(&mut self) -> &mut W {
+        &mut self.wait
+    }
 }
 
 impl<W: Wait> Timeout<W> {
