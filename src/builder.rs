@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::backend::thread;
+use crate::calls::Calls;
 use crate::core::{Config, Core, Runner};
 #[cfg(unix)]
 use crate::trigger::{Trigger, TriggerFd};
-use crate::calls::Calls;
 use crate::{Backend, Error, LoopHandle, Pump, Strategy};
 
 /// Settings for a [`Pump`], from [`Pump::builder`].

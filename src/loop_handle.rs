@@ -112,7 +112,10 @@ impl<S: 'static> LoopHandle<S> {
             .calls
             .push(Box::new(move |state: &mut S| answer.run(state, call)));
         if sent.is_err() {
-            return Call::failed(&self.core, self.core.status().err().unwrap_or(Error::Closed));
+            return Call::failed(
+                &self.core,
+                self.core.status().err().unwrap_or(Error::Closed),
+            );
         }
         self.core.kick();
         Call {

@@ -129,7 +129,10 @@ impl<'a> LoopGuard<'a> {
     /// Drops the loop this lock guards, if it lives here: a closed pump never runs it again.
     /// Returns whether it lived here (not on the pump thread, which drops its own).
     pub(crate) fn drop_loop(&mut self) -> bool {
-        let raw = self.raw.as_mut().expect("a guard holds the lock until dropped");
+        let raw = self
+            .raw
+            .as_mut()
+            .expect("a guard holds the lock until dropped");
         match &**raw {
             Runner::OnPumpThread => false,
             Runner::Here(_) | Runner::Gone => {
@@ -152,11 +155,7 @@ impl<'a> LoopGuard<'a> {
     /// Counts the round, wakes the pump-evaluated waits that succeeded and tells every
     /// broadcast wait: they can check at once. A panic in `run_once` is caught and closes the
     /// pump with [`Error::Panicked`].
-    pub(crate) fn run(
-        mut self,
-        cause: Cause,
-        local: Option<&mut dyn FnMut() -> Option<Instant>>,
-    ) {
+    pub(crate) fn run(mut self, cause: Cause, local: Option<&mut dyn FnMut() -> Option<Instant>>) {
         let core = self.core;
         let mut woken = Vec::new();
         let mut removed = Vec::new();
