@@ -1,10 +1,11 @@
 //! A small HTTP client over libcurl's multi interface, driven by ffi-pump, and a local HTTP server
 //! ([`server`]) to try it against: what `examples/curl_multi.rs` and `tests/curl.rs` use.
 //!
-//! libcurl's `Multi` and its easy handles are `!Send`: they live on the pump's own thread
-//! (`Builder::build_on_thread`). Tasks submit requests through a channel and `kick()` the pump;
-//! `run_once` adds them, calls `perform()` once, and reports every finished transfer into a
-//! `Completions` table, where the task waiting for it picks it up.
+//! libcurl's `Multi` and its easy handles are `!Send`: they live with the pump on its own thread
+//! (`Builder::build_with_state`). A task posts its request there through the pump's
+//! `LoopHandle` (which kicks the pump), and awaits its token in a `Completions` table, into which
+//! `run_once` reports every finished transfer after its one `perform()`. A wait that gives up
+//! removes its transfer from the multi handle on that thread (`WaitKey::on_cancel`).
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 #![forbid(unsafe_code)]
 
@@ -12,13 +13,12 @@ pub mod server;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use curl::easy::{Easy2, Handler, WriteError};
 use curl::multi::{Easy2Handle, Multi};
-use ffi_pump::{Completions, Error, Pump};
+use ffi_pump::{Completions, Error, LoopHandle, Pump};
 
 /// A finished transfer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,11 +38,6 @@ pub enum GetError {
     Pump(Error),
 }
 
-enum Command {
-    Get { token: u64, url: String },
-    Cancel { token: u64 },
-}
-
 /// Collects a response body.
 struct Body(Vec<u8>);
 
@@ -55,46 +50,50 @@ impl Handler for Body {
 
 type Outcome = Result<Response, String>;
 
+/// How long a run may wait for data on an open transfer: without socket readiness, curl sees
+/// what arrived only when `perform()` looks.
+const POLL: Duration = Duration::from_millis(1);
+
 /// The multi handle and its transfers, on the pump thread.
 struct Transfers {
     multi: Multi,
     handles: HashMap<u64, Easy2Handle<Body>>,
-    commands: mpsc::Receiver<Command>,
     finished: Completions<u64, Outcome>,
     running: Arc<AtomicUsize>,
     performs: Arc<AtomicU64>,
 }
 
 impl Transfers {
-    fn start(&mut self, token: u64, url: &str) -> Result<(), String> {
-        let mut easy = Easy2::new(Body(Vec::new()));
-        easy.url(url).map_err(|e| e.to_string())?;
-        let mut handle = self.multi.add2(easy).map_err(|e| e.to_string())?;
-        handle
-            .set_token(token as usize)
-            .map_err(|e| e.to_string())?;
-        self.handles.insert(token, handle);
-        Ok(())
-    }
-
-    /// One round: take the new commands, `perform()` once, report what finished.
-    fn run_once(&mut self) {
-        while let Ok(command) = self.commands.try_recv() {
-            match command {
-                Command::Get { token, url } => {
-                    if let Err(err) = self.start(token, &url) {
-                        self.finished.complete(token, Err(err));
-                    }
-                }
-                Command::Cancel { token } => {
-                    if let Some(handle) = self.handles.remove(&token) {
-                        let _ = self.multi.remove2(handle);
-                    }
-                    // A result that arrived as the wait gave up goes too.
-                    self.finished.take(&token);
-                }
+    fn start(&mut self, token: u64, url: &str) {
+        let started = (|| {
+            let mut easy = Easy2::new(Body(Vec::new()));
+            easy.url(url).map_err(|e| e.to_string())?;
+            let mut handle = self.multi.add2(easy).map_err(|e| e.to_string())?;
+            handle
+                .set_token(token as usize)
+                .map_err(|e| e.to_string())?;
+            Ok::<_, String>(handle)
+        })();
+        match started {
+            Ok(handle) => {
+                self.handles.insert(token, handle);
+            }
+            Err(err) => {
+                self.finished.complete(token, Err(err));
             }
         }
+    }
+
+    /// The wait for `token` gave up: the transfer leaves the multi handle.
+    fn cancel(&mut self, token: u64) {
+        if let Some(handle) = self.handles.remove(&token) {
+            let _ = self.multi.remove2(handle);
+        }
+        self.running.store(self.handles.len(), Ordering::SeqCst);
+    }
+
+    /// One run: `perform()` once, report what finished; then when the next run is due.
+    fn run_once(&mut self) -> Option<Instant> {
         self.performs.fetch_add(1, Ordering::SeqCst);
         let _ = self.multi.perform();
         let mut done = Vec::new();
@@ -119,6 +118,17 @@ impl Transfers {
             self.finished.complete(token, outcome);
         }
         self.running.store(self.handles.len(), Ordering::SeqCst);
+        if self.handles.is_empty() {
+            return None;
+        }
+        // curl's own next timeout, but no later than `POLL` while transfers are open.
+        let wait = self
+            .multi
+            .get_timeout()
+            .ok()
+            .flatten()
+            .map_or(POLL, |t| t.min(POLL));
+        Some(Instant::now() + wait)
     }
 }
 
@@ -126,7 +136,7 @@ impl Transfers {
 #[derive(Debug)]
 pub struct Client {
     pump: Pump,
-    commands: mpsc::Sender<Command>,
+    transfers: LoopHandle<Transfers>,
     finished: Completions<u64, Outcome>,
     next_token: AtomicU64,
     running: Arc<AtomicUsize>,
@@ -136,27 +146,23 @@ pub struct Client {
 impl Client {
     /// Starts the pump thread that owns the multi handle.
     pub fn new() -> Result<Client, Error> {
-        let (commands, receiver) = mpsc::channel();
         let finished = Completions::new();
         let running = Arc::new(AtomicUsize::new(0));
         let performs = Arc::new(AtomicU64::new(0));
         let (table, gauge, counter) = (finished.clone(), running.clone(), performs.clone());
-        let pump = Pump::builder()
-            .interval(Duration::from_millis(1))
-            .build_on_thread(move || {
-                let mut transfers = Transfers {
-                    multi: Multi::new(),
-                    handles: HashMap::new(),
-                    commands: receiver,
-                    finished: table,
-                    running: gauge,
-                    performs: counter,
-                };
-                move || transfers.run_once()
-            })?;
+        let (pump, transfers) = Pump::builder().name("libcurl").build_with_state(
+            move || Transfers {
+                multi: Multi::new(),
+                handles: HashMap::new(),
+                finished: table,
+                running: gauge,
+                performs: counter,
+            },
+            Transfers::run_once,
+        )?;
         Ok(Client {
             pump,
-            commands,
+            transfers,
             finished,
             next_token: AtomicU64::new(0),
             running,
@@ -168,24 +174,16 @@ impl Client {
     pub async fn get(&self, url: &str, timeout: Duration) -> Result<Response, GetError> {
         let token = self.next_token.fetch_add(1, Ordering::SeqCst);
         let url = url.to_string();
-        self.commands
-            .send(Command::Get { token, url })
-            .map_err(|_| GetError::Pump(Error::Closed))?;
-        // Start the transfer now, not at the next tick.
-        self.pump.kick();
-        match self
-            .pump
+        self.transfers
+            .post(move |transfers| transfers.start(token, &url))
+            .map_err(GetError::Pump)?;
+        self.pump
             .wait_key(&self.finished, token)
+            .on_cancel(&self.transfers, move |transfers| transfers.cancel(token))
             .timeout(timeout)
             .await
-        {
-            Ok(outcome) => outcome.map_err(GetError::Curl),
-            Err(err) => {
-                let _ = self.commands.send(Command::Cancel { token });
-                self.pump.kick();
-                Err(GetError::Pump(err))
-            }
-        }
+            .map_err(GetError::Pump)?
+            .map_err(GetError::Curl)
     }
 
     /// Transfers in the multi handle after the last round.
