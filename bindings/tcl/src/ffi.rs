@@ -1,0 +1,41 @@
+//! The part of Tcl 8.6's C API the binding uses, declared by hand (from `tcl.h` and
+//! `tclDecls.h`).
+#![allow(non_camel_case_types)]
+
+use std::ffi::{c_char, c_int, c_void};
+
+/// `Tcl_Interp`: opaque here.
+#[repr(C)]
+pub struct Tcl_Interp {
+    _private: [u8; 0],
+}
+
+/// `Tcl_TimerToken`: an opaque pointer.
+pub type Tcl_TimerToken = *mut c_void;
+
+/// `Tcl_TimerProc`.
+pub type Tcl_TimerProc = unsafe extern "C" fn(client_data: *mut c_void);
+
+pub const TCL_OK: c_int = 0;
+pub const TCL_DONT_WAIT: c_int = 1 << 1;
+pub const TCL_ALL_EVENTS: c_int = !TCL_DONT_WAIT;
+
+extern "C" {
+    pub fn Tcl_FindExecutable(argv0: *const c_char);
+    pub fn Tcl_CreateInterp() -> *mut Tcl_Interp;
+    pub fn Tcl_DeleteInterp(interp: *mut Tcl_Interp);
+    pub fn Tcl_EvalEx(
+        interp: *mut Tcl_Interp,
+        script: *const c_char,
+        num_bytes: c_int,
+        flags: c_int,
+    ) -> c_int;
+    pub fn Tcl_GetStringResult(interp: *mut Tcl_Interp) -> *const c_char;
+    pub fn Tcl_DoOneEvent(flags: c_int) -> c_int;
+    pub fn Tcl_CreateTimerHandler(
+        milliseconds: c_int,
+        proc_: Tcl_TimerProc,
+        client_data: *mut c_void,
+    ) -> Tcl_TimerToken;
+    pub fn Tcl_DeleteTimerHandler(token: Tcl_TimerToken);
+}

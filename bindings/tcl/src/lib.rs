@@ -1,0 +1,287 @@
+//! Tcl 8.6 driven by ffi-pump: an interpreter that lives on the pump thread, timers and scripts
+//! awaited from any async task.
+//!
+//! A Tcl interpreter and its notifier belong to the thread that created them, so the
+//! interpreter is the pump thread's state (`Builder::build_with_state`). `run_once` services
+//! every ready event (`Tcl_DoOneEvent(TCL_DONT_WAIT)` until none is left) and reports when the
+//! next timer made through this binding is due, so the thread sleeps until then — no interval.
+//! [`Tcl::sleep`] creates a Tcl timer on that thread (`LoopHandle::call`) and awaits it in a
+//! `Completions` table; a sleep that gives up deletes its timer there (`WaitKey::on_cancel`).
+//! [`Tcl::eval`] runs a script there and returns its result.
+#![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
+
+mod ffi;
+
+use std::cell::RefCell;
+use std::collections::{BTreeSet, HashMap};
+use std::ffi::{c_int, c_void, CStr};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Once};
+use std::time::{Duration, Instant};
+
+use ffi_pump::{Completions, Error, LoopHandle, Pump};
+
+/// When the binding runs the interpreter's events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Schedule {
+    /// At the deadline of the next timer (the default): no run while nothing is due.
+    Deadlines,
+    /// Every `period` while a timer is pending, as a wrapper without deadlines would: the
+    /// baseline of the binding's benchmark.
+    Every(Duration),
+}
+
+/// A timer that fired: when it was due, and when its callback ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fired {
+    /// When the timer was due.
+    pub due: Instant,
+    /// When Tcl ran its callback.
+    pub at: Instant,
+}
+
+/// Counters proving how the interpreter was driven.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// `run_once` calls.
+    pub runs: AtomicU64,
+    /// `Tcl_DoOneEvent` calls that serviced an event.
+    pub events: AtomicU64,
+    /// Runs that found another run in progress.
+    pub overlaps: AtomicU64,
+}
+
+/// A timer's callback data, owned by Tcl until the callback runs or the timer is deleted.
+struct TimerData {
+    id: u64,
+    due: Instant,
+    fired: Completions<u64, Fired>,
+    done: Rc<RefCell<Vec<u64>>>,
+}
+
+/// The interpreter and the binding's timers, on the pump thread.
+struct Interp {
+    raw: *mut ffi::Tcl_Interp,
+    schedule: Schedule,
+    /// Pending timers: Tcl's token, the data Tcl holds for the callback, when it is due.
+    timers: HashMap<u64, (ffi::Tcl_TimerToken, *mut TimerData, Instant)>,
+    /// When each pending timer is due, in order.
+    due: BTreeSet<(Instant, u64)>,
+    /// Timers whose callback ran since the last look.
+    done: Rc<RefCell<Vec<u64>>>,
+    fired: Completions<u64, Fired>,
+    counters: Arc<Counters>,
+    inside: AtomicBool,
+}
+
+/// # Safety
+///
+/// Called by Tcl with the `TimerData` that `Interp::after` leaked for it, once.
+unsafe extern "C" fn fire(client_data: *mut c_void) {
+    // SAFETY: `client_data` is the `Box<TimerData>` leaked by `Interp::after`; Tcl calls this
+    // once and the binding then forgets the pointer (`done`), so it is freed exactly once.
+    let data = unsafe { Box::from_raw(client_data.cast::<TimerData>()) };
+    data.fired.complete(
+        data.id,
+        Fired {
+            due: data.due,
+            at: Instant::now(),
+        },
+    );
+    data.done.borrow_mut().push(data.id);
+}
+
+impl Interp {
+    fn new(schedule: Schedule, fired: Completions<u64, Fired>, counters: Arc<Counters>) -> Interp {
+        static INIT: Once = Once::new();
+        // SAFETY: initialises Tcl's process-wide state; a null argv0 is allowed.
+        INIT.call_once(|| unsafe { ffi::Tcl_FindExecutable(std::ptr::null()) });
+        // SAFETY: no precondition; the interpreter belongs to this (the pump) thread.
+        let raw = unsafe { ffi::Tcl_CreateInterp() };
+        assert!(!raw.is_null(), "Tcl_CreateInterp returned null");
+        Interp {
+            raw,
+            schedule,
+            timers: HashMap::new(),
+            due: BTreeSet::new(),
+            done: Rc::new(RefCell::new(Vec::new())),
+            fired,
+            counters,
+            inside: AtomicBool::new(false),
+        }
+    }
+
+    /// Creates a Tcl timer `delay` from now that completes `id`.
+    fn after(&mut self, id: u64, delay: Duration) {
+        let ms = c_int::try_from(delay.as_millis()).unwrap_or(c_int::MAX);
+        let delay = Duration::from_millis(ms as u64);
+        // Read before Tcl reads its own clock: the timer is due no earlier than this.
+        let data = Box::into_raw(Box::new(TimerData {
+            id,
+            due: Instant::now() + delay,
+            fired: self.fired.clone(),
+            done: self.done.clone(),
+        }));
+        // SAFETY: `fire` matches `Tcl_TimerProc`; `data` stays valid until `fire` frees it or
+        // `cancel` deletes the timer and frees it.
+        let token = unsafe { ffi::Tcl_CreateTimerHandler(ms, fire, data.cast()) };
+        // Read after: when this passes, Tcl's due time has passed too, so the run finds it due.
+        let due = Instant::now() + delay;
+        self.timers.insert(id, (token, data, due));
+        self.due.insert((due, id));
+    }
+
+    /// Deletes the timer of `id` if it has not fired.
+    fn cancel(&mut self, id: u64) {
+        self.forget_fired();
+        if let Some((token, data, due)) = self.timers.remove(&id) {
+            // SAFETY: the timer has not fired (it is still in `timers` after `forget_fired`), so
+            // Tcl still holds the token and `data`; once deleted, Tcl never calls `fire` with it.
+            unsafe {
+                ffi::Tcl_DeleteTimerHandler(token);
+                drop(Box::from_raw(data));
+            }
+            self.due.remove(&(due, id));
+        }
+    }
+
+    /// Drops the bookkeeping of the timers that fired (`fire` freed their data).
+    fn forget_fired(&mut self) {
+        for id in self.done.borrow_mut().drain(..) {
+            if let Some((_, _, due)) = self.timers.remove(&id) {
+                self.due.remove(&(due, id));
+            }
+        }
+    }
+
+    fn eval(&mut self, script: &str) -> Result<String, String> {
+        let len = c_int::try_from(script.len()).map_err(|_| "script too long".to_string())?;
+        // SAFETY: `raw` is this thread's live interpreter; the script is `len` bytes.
+        let code = unsafe { ffi::Tcl_EvalEx(self.raw, script.as_ptr().cast(), len, 0) };
+        // SAFETY: the interpreter's result is a NUL-terminated string it owns until the next call.
+        let result = unsafe { CStr::from_ptr(ffi::Tcl_GetStringResult(self.raw)) }
+            .to_string_lossy()
+            .into_owned();
+        if code == ffi::TCL_OK {
+            Ok(result)
+        } else {
+            Err(result)
+        }
+    }
+
+    /// One run: every event that is ready, then when the next run is due.
+    fn run_once(&mut self) -> Option<Instant> {
+        if self.inside.swap(true, Ordering::SeqCst) {
+            self.counters.overlaps.fetch_add(1, Ordering::SeqCst);
+        }
+        self.counters.runs.fetch_add(1, Ordering::SeqCst);
+        // Bounded, in case a script keeps posting idle events.
+        for _ in 0..100_000 {
+            // SAFETY: this thread owns the interpreter and its notifier.
+            if unsafe { ffi::Tcl_DoOneEvent(ffi::TCL_DONT_WAIT | ffi::TCL_ALL_EVENTS) } == 0 {
+                break;
+            }
+            self.counters.events.fetch_add(1, Ordering::SeqCst);
+        }
+        self.forget_fired();
+        self.inside.store(false, Ordering::SeqCst);
+        let (&(next, _), schedule) = (self.due.first()?, self.schedule);
+        match schedule {
+            Schedule::Deadlines => Some(next),
+            Schedule::Every(period) => Some(Instant::now() + period),
+        }
+    }
+}
+
+impl Drop for Interp {
+    fn drop(&mut self) {
+        self.forget_fired();
+        for (_, (token, data, _)) in self.timers.drain() {
+            // SAFETY: every timer left has not fired, so Tcl still holds its token and data;
+            // deleting it first means Tcl never calls `fire` with the freed data.
+            unsafe {
+                ffi::Tcl_DeleteTimerHandler(token);
+                drop(Box::from_raw(data));
+            }
+        }
+        // SAFETY: the interpreter was created on this thread and is deleted once.
+        unsafe { ffi::Tcl_DeleteInterp(self.raw) };
+    }
+}
+
+/// A Tcl interpreter on a pump thread.
+#[derive(Debug)]
+pub struct Tcl {
+    pump: Pump,
+    interp: LoopHandle<Interp>,
+    fired: Completions<u64, Fired>,
+    next_id: AtomicU64,
+    counters: Arc<Counters>,
+}
+
+impl std::fmt::Debug for Interp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Interp")
+            .field("timers", &self.timers.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Tcl {
+    /// Starts the pump thread and creates the interpreter there.
+    pub fn new(schedule: Schedule) -> Result<Tcl, Error> {
+        let fired = Completions::new();
+        let counters = Arc::new(Counters::default());
+        let (table, proof) = (fired.clone(), counters.clone());
+        let (pump, interp) = Pump::builder().name("tcl").build_with_state(
+            move || Interp::new(schedule, table, proof),
+            Interp::run_once,
+        )?;
+        Ok(Tcl {
+            pump,
+            interp,
+            fired,
+            next_id: AtomicU64::new(0),
+            counters,
+        })
+    }
+
+    /// Creates a Tcl timer `delay` from now and waits for its callback, giving up after
+    /// `timeout` (the timer is then deleted in Tcl).
+    pub async fn sleep(&self, delay: Duration, timeout: Duration) -> Result<Fired, Error> {
+        let id = self.next_id.fetch_add(1, Ordering::SeqCst);
+        self.interp.post(move |state| state.after(id, delay))?;
+        self.pump
+            .wait_key(&self.fired, id)
+            .on_cancel(&self.interp, move |state| state.cancel(id))
+            .timeout(timeout)
+            .await
+    }
+
+    /// Evaluates `script` in the interpreter: its result, or its error message.
+    pub async fn eval(&self, script: &str) -> Result<Result<String, String>, Error> {
+        let script = script.to_string();
+        self.interp.call(move |state| state.eval(&script)).await
+    }
+
+    /// Timers the binding created that have neither fired nor been deleted.
+    pub async fn pending_timers(&self) -> Result<usize, Error> {
+        self.interp
+            .call(|state| {
+                state.forget_fired();
+                state.timers.len()
+            })
+            .await
+    }
+
+    /// The pump that drives the interpreter.
+    pub fn pump(&self) -> &Pump {
+        &self.pump
+    }
+
+    /// How the interpreter was driven.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+}

@@ -1,0 +1,113 @@
+//! Tcl 8.6 through ffi-pump: timers fire once each near their deadlines with no interval, scripts
+//! return their results, a sleep that gives up deletes its timer in Tcl, nothing due means no run.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ffi_pump::Error;
+use ffi_pump_tcl::{Schedule, Tcl};
+use futures_lite::FutureExt;
+
+#[test]
+fn a_thousand_timers_fire_once_each_near_their_deadlines() {
+    const TIMERS: u64 = 1_000;
+    let tcl = Arc::new(Tcl::new(Schedule::Deadlines).expect("pump thread"));
+    smol::block_on(async {
+        let tasks: Vec<_> = (0..TIMERS)
+            .map(|i| {
+                let tcl = tcl.clone();
+                smol::spawn(async move {
+                    let delay = Duration::from_millis(i % 200);
+                    tcl.sleep(delay, Duration::from_secs(10)).await
+                })
+            })
+            .collect();
+        let mut late = Vec::new();
+        for task in tasks {
+            let fired = task.await.expect("the timer fired");
+            // Tcl's clock is the wall clock, ours the monotonic one: allow them a little apart.
+            assert!(
+                fired.at + Duration::from_millis(1) >= fired.due,
+                "fired {:?} before it was due",
+                fired.due - fired.at
+            );
+            late.push(fired.at.saturating_duration_since(fired.due));
+        }
+        late.sort_unstable();
+        let median = late[late.len() / 2];
+        assert!(
+            median < Duration::from_millis(2),
+            "median lateness {median:?}"
+        );
+        assert_eq!(tcl.pending_timers().await, Ok(0));
+    });
+    let counters = tcl.counters();
+    assert_eq!(counters.overlaps.load(Ordering::SeqCst), 0);
+    // 200 distinct deadlines, a run for each, and a few for the posts' kicks.
+    let runs = counters.runs.load(Ordering::SeqCst);
+    assert!(runs < 2 * TIMERS, "{runs} runs for {TIMERS} timers");
+}
+
+#[test]
+fn eval_returns_the_result_or_the_error() {
+    let tcl = Tcl::new(Schedule::Deadlines).expect("pump thread");
+    smol::block_on(async {
+        assert_eq!(tcl.eval("expr {6 * 7}").await, Ok(Ok("42".to_string())));
+        assert_eq!(
+            tcl.eval("error {failing on purpose}").await,
+            Ok(Err("failing on purpose".to_string()))
+        );
+        assert_eq!(tcl.eval("set x 5; incr x").await, Ok(Ok("6".to_string())));
+    });
+}
+
+#[test]
+fn a_sleep_that_gives_up_deletes_its_timer() {
+    let tcl = Tcl::new(Schedule::Deadlines).expect("pump thread");
+    smol::block_on(async {
+        let outcome = tcl
+            .sleep(Duration::from_secs(600), Duration::from_millis(20))
+            .await;
+        assert_eq!(outcome, Err(Error::TimedOut));
+        // Calls run in order on the interpreter's thread: the cancel hook ran before this.
+        assert_eq!(tcl.pending_timers().await, Ok(0));
+    });
+}
+
+#[test]
+fn nothing_due_means_no_runs() {
+    let tcl = Arc::new(Tcl::new(Schedule::Deadlines).expect("pump thread"));
+    smol::block_on(async {
+        let sleeper = {
+            let tcl = tcl.clone();
+            smol::spawn(async move {
+                tcl.sleep(Duration::from_secs(600), Duration::from_secs(600))
+                    .await
+            })
+        };
+        while tcl.pump().stats().pending_waits == 0 {
+            async_io_timer(Duration::from_millis(1)).await;
+        }
+        async_io_timer(Duration::from_millis(20)).await;
+        let before = tcl.counters().runs.load(Ordering::SeqCst);
+        let started = Instant::now();
+        async_io_timer(Duration::from_millis(300)).await;
+        let runs = tcl.counters().runs.load(Ordering::SeqCst) - before;
+        assert_eq!(
+            runs,
+            0,
+            "{runs} runs in {:?} with the only timer 10 minutes out",
+            started.elapsed()
+        );
+        tcl.pump().close();
+        assert_eq!(sleeper.await, Err(Error::Closed));
+        tcl.pump().closed().await;
+    });
+}
+
+/// A timer on whatever executor runs the test body.
+async fn async_io_timer(after: Duration) {
+    let timer = smol::Timer::after(after);
+    timer.or(async { std::future::pending().await }).await;
+}
