@@ -7,9 +7,11 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use std::hash::Hash;
+
 use crate::calls::{Calls, Reply};
 use crate::core::Core;
-use crate::Error;
+use crate::{Completions, Error, WaitKey};
 
 /// A handle on the state of a loop that lives on the pump's thread
 /// ([`Builder::build_with_state`](crate::Builder::build_with_state)): runs closures there, with
@@ -156,6 +158,73 @@ impl<S: 'static> LoopHandle<S> {
         }
         self.core.kick();
         Ok(())
+    }
+}
+
+impl<S: 'static> LoopHandle<S> {
+    /// Submits work to the C library and waits for its completion: sends `start` to the loop's
+    /// thread (as [`post`](LoopHandle::post)), and returns the wait for `key` in `table`, which
+    /// `run_once` completes when the work is done. If the wait gives up (times out, is dropped,
+    /// or the pump closes), `cancel` runs on the loop's thread
+    /// ([`WaitKey::on_cancel`](crate::WaitKey::on_cancel)).
+    ///
+    /// The one call a binding needs per request: no channel, no kick, no cancel command of its
+    /// own. If the pump is closed, `start` is dropped unrun and the wait ends with
+    /// [`Error::Closed`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::{Completions, Pump};
+    /// use std::collections::HashMap;
+    /// use std::time::Duration;
+    ///
+    /// // Stand-in for a thread-affine C library: requests it finishes on its next run.
+    /// struct Library {
+    ///     requests: HashMap<u32, String>,
+    ///     done: Completions<u32, usize>,
+    /// }
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let done = Completions::new();
+    /// let table = done.clone();
+    /// let (pump, library) = Pump::builder().build_with_state(
+    ///     move || Library { requests: HashMap::new(), done: table },
+    ///     |library| {
+    ///         for (id, text) in library.requests.drain() {
+    ///             library.done.complete(id, text.len()); // ffi::process_requests()
+    ///         }
+    ///         None
+    ///     },
+    /// )?;
+    /// let len = library
+    ///     .submit(
+    ///         &done,
+    ///         1,
+    ///         |library| { library.requests.insert(1, "hello".into()); },
+    ///         |library| { library.requests.remove(&1); },
+    ///     )
+    ///     .timeout(Duration::from_secs(2))
+    ///     .await?;
+    /// assert_eq!(len, 5);
+    /// # drop(pump);
+    /// # Ok::<(), ffi_pump::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn submit<K, V>(
+        &self,
+        table: &Completions<K, V>,
+        key: K,
+        start: impl FnOnce(&mut S) + Send + 'static,
+        cancel: impl FnOnce(&mut S) + Send + 'static,
+    ) -> WaitKey<K, V>
+    where
+        K: Eq + Hash + Clone + Send + 'static,
+        V: Send + 'static,
+    {
+        // A closed pump drops `start`; the wait then ends with the pump's error.
+        let _ = self.post(start);
+        WaitKey::new(self.core.clone(), table, key).on_cancel(self, cancel)
     }
 }
 

@@ -175,11 +175,12 @@ impl Client {
         let token = self.next_token.fetch_add(1, Ordering::SeqCst);
         let url = url.to_string();
         self.transfers
-            .post(move |transfers| transfers.start(token, &url))
-            .map_err(GetError::Pump)?;
-        self.pump
-            .wait_key(&self.finished, token)
-            .on_cancel(&self.transfers, move |transfers| transfers.cancel(token))
+            .submit(
+                &self.finished,
+                token,
+                move |transfers| transfers.start(token, &url),
+                move |transfers| transfers.cancel(token),
+            )
             .timeout(timeout)
             .await
             .map_err(GetError::Pump)?

@@ -251,12 +251,10 @@ impl Tcl {
     /// `timeout` (the timer is then deleted in Tcl).
     pub async fn sleep(&self, delay: Duration, timeout: Duration) -> Result<Fired, Error> {
         let id = self.next_id.fetch_add(1, Ordering::SeqCst);
-        self.interp.post(move |state| state.after(id, delay))?;
-        self.pump
-            .wait_key(&self.fired, id)
-            .on_cancel(&self.interp, move |state| state.cancel(id))
-            .timeout(timeout)
-            .await
+        let start = move |interp: &mut Interp| interp.after(id, delay);
+        let cancel = move |interp: &mut Interp| interp.cancel(id);
+        let fired = self.interp.submit(&self.fired, id, start, cancel);
+        fired.timeout(timeout).await
     }
 
     /// Evaluates `script` in the interpreter: its result, or its error message.

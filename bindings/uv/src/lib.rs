@@ -1,0 +1,262 @@
+//! libuv driven by ffi-pump: a uv loop on the pump thread, run at its own next timeout, its
+//! timers awaited from any async task.
+//!
+//! A uv loop is not thread-safe, so it is the pump thread's state
+//! (`Builder::build_with_state`). `run_once` is `uv_run(UV_RUN_NOWAIT)` and reports the loop's
+//! own next timeout (`uv_backend_timeout`), so the thread sleeps until then — no interval and no
+//! bookkeeping of deadlines in the binding. [`Uv::sleep`] starts a uv timer there
+//! (`LoopHandle::post`) and awaits it in a `Completions` table; a sleep that gives up stops and
+//! closes its timer there (`WaitKey::on_cancel`).
+#![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
+
+mod ffi;
+
+use std::alloc::Layout;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ffi_pump::{Completions, Error, LoopHandle, Pump};
+
+/// A timer that fired: when it was due, and when its callback ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fired {
+    /// When the timer was due.
+    pub due: Instant,
+    /// When libuv ran its callback.
+    pub at: Instant,
+}
+
+/// Counters proving how the loop was driven.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// `uv_run` calls.
+    pub runs: AtomicU64,
+}
+
+/// What a timer handle carries for its callback.
+struct TimerData {
+    id: u64,
+    due: Instant,
+    fired: Completions<u64, Fired>,
+    done: Rc<RefCell<Vec<u64>>>,
+}
+
+/// Memory for a libuv object of `size` bytes (a loop, a handle), as libuv reports its size.
+fn layout(size: usize) -> Layout {
+    Layout::from_size_align(size, 16).expect("a sane size")
+}
+
+/// # Safety
+///
+/// Called by libuv with a timer handle made by `Loop::after`, whose data is a `TimerData`.
+unsafe extern "C" fn fire(handle: *mut ffi::uv_handle_t) {
+    // SAFETY: the handle's data is the `TimerData` set by `Loop::after`, alive until the handle
+    // is closed (`closed` frees it), which happens only after this.
+    let data = unsafe { &*ffi::uv_handle_get_data(handle).cast::<TimerData>() };
+    data.fired.complete(
+        data.id,
+        Fired {
+            due: data.due,
+            at: Instant::now(),
+        },
+    );
+    data.done.borrow_mut().push(data.id);
+}
+
+/// # Safety
+///
+/// libuv's close callback of a timer handle made by `Loop::after`.
+unsafe extern "C" fn closed(handle: *mut ffi::uv_handle_t) {
+    // SAFETY: the handle is closed: libuv no longer uses it or its data, both made by
+    // `Loop::after` with these layouts, and freed here once.
+    unsafe {
+        drop(Box::from_raw(
+            ffi::uv_handle_get_data(handle).cast::<TimerData>(),
+        ));
+        std::alloc::dealloc(handle.cast(), layout(ffi::uv_handle_size(ffi::UV_TIMER)));
+    }
+}
+
+/// The uv loop and its timers, on the pump thread.
+struct Loop {
+    raw: *mut ffi::uv_loop_t,
+    timers: HashMap<u64, *mut ffi::uv_handle_t>,
+    /// Timers whose callback ran since the last look.
+    done: Rc<RefCell<Vec<u64>>>,
+    fired: Completions<u64, Fired>,
+    counters: Arc<Counters>,
+}
+
+impl std::fmt::Debug for Loop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Loop")
+            .field("timers", &self.timers.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Loop {
+    fn new(fired: Completions<u64, Fired>, counters: Arc<Counters>) -> Loop {
+        // SAFETY: the loop's memory has the size libuv reports; it is initialised here, used on
+        // this thread only, and closed and freed in `drop`.
+        let raw = unsafe {
+            let raw = std::alloc::alloc(layout(ffi::uv_loop_size())).cast::<ffi::uv_loop_t>();
+            assert!(!raw.is_null(), "out of memory");
+            assert_eq!(ffi::uv_loop_init(raw), 0, "uv_loop_init failed");
+            raw
+        };
+        Loop {
+            raw,
+            timers: HashMap::new(),
+            done: Rc::new(RefCell::new(Vec::new())),
+            fired,
+            counters,
+        }
+    }
+
+    /// Starts a uv timer `delay` from now that completes `id`.
+    fn after(&mut self, id: u64, delay: Duration) {
+        let ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+        let data = Box::into_raw(Box::new(TimerData {
+            id,
+            due: Instant::now() + Duration::from_millis(ms),
+            fired: self.fired.clone(),
+            done: self.done.clone(),
+        }));
+        // SAFETY: the handle's memory has the size libuv reports for a timer; it is initialised
+        // on this loop, carries `data`, and is freed by `closed` once libuv is done with it.
+        let handle = unsafe {
+            let handle = std::alloc::alloc(layout(ffi::uv_handle_size(ffi::UV_TIMER)))
+                .cast::<ffi::uv_handle_t>();
+            assert!(!handle.is_null(), "out of memory");
+            ffi::uv_timer_init(self.raw, handle);
+            ffi::uv_handle_set_data(handle, data.cast::<c_void>());
+            ffi::uv_timer_start(handle, fire, ms, 0);
+            handle
+        };
+        self.timers.insert(id, handle);
+    }
+
+    /// Stops the timer of `id` and closes it, if it is still there.
+    fn cancel(&mut self, id: u64) {
+        self.close_fired();
+        if let Some(handle) = self.timers.remove(&id) {
+            // SAFETY: a live timer of this loop; once closed, `closed` frees it.
+            unsafe {
+                ffi::uv_timer_stop(handle);
+                ffi::uv_close(handle, closed);
+            }
+        }
+    }
+
+    /// Closes the handles of the timers that fired.
+    fn close_fired(&mut self) {
+        let done = std::mem::take(&mut *self.done.borrow_mut());
+        for id in done {
+            if let Some(handle) = self.timers.remove(&id) {
+                // SAFETY: a live timer of this loop (fired, not yet closed).
+                unsafe { ffi::uv_close(handle, closed) };
+            }
+        }
+    }
+
+    /// One run: `uv_run(UV_RUN_NOWAIT)`, then when the loop next needs to run.
+    fn run_once(&mut self) -> Option<Instant> {
+        self.counters.runs.fetch_add(1, Ordering::SeqCst);
+        // SAFETY: this thread owns the loop.
+        unsafe { ffi::uv_run(self.raw, ffi::UV_RUN_NOWAIT) };
+        self.close_fired();
+        // SAFETY: as above. -1: nothing is due; 0: run again at once (closing handles).
+        let timeout = unsafe { ffi::uv_backend_timeout(self.raw) };
+        let timeout = u64::try_from(timeout).ok()?;
+        Some(Instant::now() + Duration::from_millis(timeout))
+    }
+}
+
+impl Drop for Loop {
+    fn drop(&mut self) {
+        self.close_fired();
+        for (_, handle) in self.timers.drain() {
+            // SAFETY: a live timer of this loop; closed, then freed by `closed` below.
+            unsafe {
+                ffi::uv_timer_stop(handle);
+                ffi::uv_close(handle, closed);
+            }
+        }
+        // SAFETY: runs the close callbacks, then closes and frees the loop (nothing is left on
+        // it), on the thread that owns it.
+        unsafe {
+            while ffi::uv_run(self.raw, ffi::UV_RUN_NOWAIT) != 0 {}
+            let status = ffi::uv_loop_close(self.raw);
+            debug_assert_eq!(status, 0, "the uv loop still had handles");
+            std::alloc::dealloc(self.raw.cast(), layout(ffi::uv_loop_size()));
+        }
+    }
+}
+
+/// A uv loop on a pump thread.
+#[derive(Debug)]
+pub struct Uv {
+    pump: Pump,
+    uv: LoopHandle<Loop>,
+    fired: Completions<u64, Fired>,
+    next_id: AtomicU64,
+    counters: Arc<Counters>,
+}
+
+impl Uv {
+    /// Starts the pump thread and initialises the uv loop there.
+    pub fn new() -> Result<Uv, Error> {
+        let fired = Completions::new();
+        let counters = Arc::new(Counters::default());
+        let (table, proof) = (fired.clone(), counters.clone());
+        let (pump, uv) = Pump::builder()
+            .name("libuv")
+            .build_with_state(move || Loop::new(table, proof), Loop::run_once)?;
+        Ok(Uv {
+            pump,
+            uv,
+            fired,
+            next_id: AtomicU64::new(0),
+            counters,
+        })
+    }
+
+    /// Starts a uv timer `delay` from now and waits for its callback, giving up after `timeout`
+    /// (the timer is then stopped and closed in libuv).
+    pub async fn sleep(&self, delay: Duration, timeout: Duration) -> Result<Fired, Error> {
+        let id = self.next_id.fetch_add(1, Ordering::SeqCst);
+        let fired = self.uv.submit(
+            &self.fired,
+            id,
+            move |uv| uv.after(id, delay),
+            move |uv| uv.cancel(id),
+        );
+        fired.timeout(timeout).await
+    }
+
+    /// Timers the binding started that have neither fired nor been stopped.
+    pub async fn pending_timers(&self) -> Result<usize, Error> {
+        self.uv
+            .call(|uv| {
+                uv.close_fired();
+                uv.timers.len()
+            })
+            .await
+    }
+
+    /// The pump that drives the loop.
+    pub fn pump(&self) -> &Pump {
+        &self.pump
+    }
+
+    /// How the loop was driven.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+}

@@ -1,0 +1,80 @@
+//! libuv through ffi-pump: timers fire once each near their deadlines at the loop's own next
+//! timeout, a sleep that gives up stops its timer, nothing due means no run.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ffi_pump::Error;
+use ffi_pump_uv::Uv;
+
+#[test]
+fn a_thousand_timers_fire_once_each_near_their_deadlines() {
+    const TIMERS: u64 = 1_000;
+    let uv = Arc::new(Uv::new().expect("pump thread"));
+    smol::block_on(async {
+        let tasks: Vec<_> = (0..TIMERS)
+            .map(|i| {
+                let uv = uv.clone();
+                smol::spawn(async move {
+                    let delay = Duration::from_millis(20 + i % 200);
+                    uv.sleep(delay, Duration::from_secs(10)).await
+                })
+            })
+            .collect();
+        let mut late = Vec::new();
+        for task in tasks {
+            let fired = task.await.expect("the timer fired");
+            late.push(fired.at.saturating_duration_since(fired.due));
+        }
+        late.sort_unstable();
+        let median = late[late.len() / 2];
+        assert!(
+            median < Duration::from_millis(3),
+            "median lateness {median:?}"
+        );
+        assert_eq!(uv.pending_timers().await, Ok(0));
+    });
+    let runs = uv.counters().runs.load(Ordering::SeqCst);
+    assert!(runs < 2 * TIMERS, "{runs} runs for {TIMERS} timers");
+}
+
+#[test]
+fn a_sleep_that_gives_up_stops_its_timer() {
+    let uv = Uv::new().expect("pump thread");
+    smol::block_on(async {
+        let outcome = uv
+            .sleep(Duration::from_secs(600), Duration::from_millis(20))
+            .await;
+        assert_eq!(outcome, Err(Error::TimedOut));
+        assert_eq!(uv.pending_timers().await, Ok(0));
+    });
+}
+
+#[test]
+fn nothing_due_means_no_runs() {
+    let uv = Arc::new(Uv::new().expect("pump thread"));
+    smol::block_on(async {
+        let sleeper = {
+            let uv = uv.clone();
+            smol::spawn(async move {
+                uv.sleep(Duration::from_secs(600), Duration::from_secs(600))
+                    .await
+            })
+        };
+        while uv.pump().stats().pending_waits == 0 {
+            smol::Timer::after(Duration::from_millis(1)).await;
+        }
+        smol::Timer::after(Duration::from_millis(20)).await;
+        let before = uv.counters().runs.load(Ordering::SeqCst);
+        smol::Timer::after(Duration::from_millis(300)).await;
+        let runs = uv.counters().runs.load(Ordering::SeqCst) - before;
+        assert_eq!(
+            runs, 0,
+            "{runs} runs in 300 ms with the only timer 10 minutes out"
+        );
+        uv.pump().close();
+        assert_eq!(sleeper.await, Err(Error::Closed));
+        uv.pump().closed().await;
+    });
+}
