@@ -67,6 +67,15 @@
 //! all, [`Backend::Thread`] or [`Builder::build_on_thread`] drive the pump from a dedicated thread;
 //! the latter also keeps a `!Send` C handle on the one thread that owns it.
 //!
+//! # Thread-affine libraries
+//!
+//! [`Builder::build_with_state`] makes a loop's state (a curl multi handle, a Tcl interpreter, a
+//! uv loop) on the pump thread and returns a [`LoopHandle`] to it: [`LoopHandle::call`] runs a
+//! closure there between runs and returns its value, [`LoopHandle::submit`] starts work there and
+//! waits for its key, with a cleanup that runs there if the wait gives up
+//! ([`WaitKey::on_cancel`]). `run_once` says when the loop next needs to run, and
+//! [`Pump::closed`] waits until the state was dropped on its thread.
+//!
 //! # Tracing
 //!
 //! With the cargo feature `tracing` (off by default) every pump has a span, `ffi_pump::pump`,
