@@ -50,12 +50,23 @@ impl Handler for Body {
 
 type Outcome = Result<Response, String>;
 
-/// How long a run may wait for data on an open transfer: without socket readiness, curl sees
-/// what arrived only when `perform()` looks.
+/// When the client runs curl.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Schedule {
+    /// At curl's own next timeout, but at most 1 ms ahead while a transfer is open (the
+    /// default): without socket readiness curl sees what arrived only when `perform()` looks.
+    CurlTimeout,
+    /// Every `period` while a transfer is open, as an interval-driven client does: the baseline
+    /// of the example's measurement.
+    Every(Duration),
+}
+
+/// The most a run waits for data while a transfer is open, with [`Schedule::CurlTimeout`].
 const POLL: Duration = Duration::from_millis(1);
 
 /// The multi handle and its transfers, on the pump thread.
 struct Transfers {
+    schedule: Schedule,
     multi: Multi,
     handles: HashMap<u64, Easy2Handle<Body>>,
     finished: Completions<u64, Outcome>,
@@ -121,13 +132,14 @@ impl Transfers {
         if self.handles.is_empty() {
             return None;
         }
-        // curl's own next timeout, but no later than `POLL` while transfers are open.
-        let wait = self
-            .multi
-            .get_timeout()
-            .ok()
-            .flatten()
-            .map_or(POLL, |t| t.min(POLL));
+        let wait = match self.schedule {
+            // curl's own next timeout, but no later than `POLL` while transfers are open.
+            Schedule::CurlTimeout => {
+                let timeout = self.multi.get_timeout().ok().flatten();
+                timeout.map_or(POLL, |t| t.min(POLL))
+            }
+            Schedule::Every(period) => period,
+        };
         Some(Instant::now() + wait)
     }
 }
@@ -144,14 +156,20 @@ pub struct Client {
 }
 
 impl Client {
-    /// Starts the pump thread that owns the multi handle.
+    /// Starts the pump thread that owns the multi handle, run at curl's own timeouts.
     pub fn new() -> Result<Client, Error> {
+        Client::with_schedule(Schedule::CurlTimeout)
+    }
+
+    /// Starts the pump thread that owns the multi handle, run on `schedule`.
+    pub fn with_schedule(schedule: Schedule) -> Result<Client, Error> {
         let finished = Completions::new();
         let running = Arc::new(AtomicUsize::new(0));
         let performs = Arc::new(AtomicU64::new(0));
         let (table, gauge, counter) = (finished.clone(), running.clone(), performs.clone());
         let (pump, transfers) = Pump::builder().name("libcurl").build_with_state(
             move || Transfers {
+                schedule,
                 multi: Multi::new(),
                 handles: HashMap::new(),
                 finished: table,

@@ -1,8 +1,18 @@
 //! A local HTTP/1.1 server to try the client against, and the bodies it sends.
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// When the server finished writing the response to each request that named an id.
+static WRITTEN: Mutex<Option<HashMap<u64, Instant>>> = Mutex::new(None);
+
+/// When the server finished writing its response to the request with `/id/{id}` in its path.
+pub fn written_at(id: u64) -> Option<Instant> {
+    WRITTEN.lock().ok()?.as_ref()?.get(&id).copied()
+}
 
 /// The body the local server sends for a request of `size` bytes: deterministic, so a client can
 /// check it byte for byte.
@@ -20,7 +30,8 @@ pub fn checksum(body: &[u8]) -> u64 {
 }
 
 /// An HTTP/1.1 server on 127.0.0.1 (ephemeral port) in this process, one thread per connection:
-/// `GET /size/{bytes}/delay/{ms}` answers `bytes` bytes of [`expected_body`] after `ms` ms.
+/// `GET /size/{bytes}/delay/{ms}` answers `bytes` bytes of [`expected_body`] after `ms` ms;
+/// with `/id/{id}` after it, the moment it finished writing is kept for [`written_at`].
 pub fn serve() -> std::io::Result<SocketAddr> {
     let listener = TcpListener::bind("127.0.0.1:0")?;
     let addr = listener.local_addr()?;
@@ -46,9 +57,16 @@ fn answer(stream: TcpStream) -> std::io::Result<()> {
     }
     let path = request_line.split_whitespace().nth(1).unwrap_or("/");
     let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
-    let (size, delay) = match parts.as_slice() {
-        ["size", size, "delay", delay] => (size.parse().unwrap_or(0), delay.parse().unwrap_or(0)),
-        _ => (0, 0),
+    let (size, delay, id) = match parts.as_slice() {
+        ["size", size, "delay", delay, rest @ ..] => (
+            size.parse().unwrap_or(0),
+            delay.parse().unwrap_or(0),
+            match rest {
+                ["id", id] => id.parse::<u64>().ok(),
+                _ => None,
+            },
+        ),
+        _ => (0, 0, None),
     };
     std::thread::sleep(Duration::from_millis(delay));
     let body = expected_body(size);
@@ -59,5 +77,13 @@ fn answer(stream: TcpStream) -> std::io::Result<()> {
         body.len()
     )?;
     stream.write_all(&body)?;
-    stream.flush()
+    stream.flush()?;
+    if let Some(id) = id {
+        if let Ok(mut written) = WRITTEN.lock() {
+            written
+                .get_or_insert_with(HashMap::new)
+                .insert(id, Instant::now());
+        }
+    }
+    Ok(())
 }

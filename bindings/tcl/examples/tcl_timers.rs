@@ -14,6 +14,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ffi_pump_binding_support::process_cpu_ns;
 use ffi_pump_tcl::{Schedule, Tcl};
 
 const TIMERS: u64 = 2_000;
@@ -64,7 +65,7 @@ fn measure(schedule: Schedule) -> Result<Row, Box<dyn std::error::Error>> {
     // Let the pump thread start, outside the measured phase.
     smol::block_on(tcl.eval("set ready 1"))?.map_err(|e| e.to_string())?;
     let runs_before = tcl.counters().runs.load(Ordering::SeqCst);
-    let cpu_before = cpu_ns();
+    let cpu_before = process_cpu_ns();
     let started = Instant::now();
     let late = smol::block_on(async {
         let tasks: Vec<_> = (0..TIMERS)
@@ -84,7 +85,7 @@ fn measure(schedule: Schedule) -> Result<Row, Box<dyn std::error::Error>> {
         Ok::<_, ffi_pump::Error>(late)
     })?;
     let wall = started.elapsed();
-    let cpu = cpu_ns() - cpu_before;
+    let cpu = process_cpu_ns() - cpu_before;
     let runs = tcl.counters().runs.load(Ordering::SeqCst) - runs_before;
     if tcl.counters().overlaps.load(Ordering::SeqCst) != 0 {
         return Err("overlapping runs".into());
@@ -102,16 +103,4 @@ fn measure(schedule: Schedule) -> Result<Row, Box<dyn std::error::Error>> {
         p99_us: at(0.99),
         max_us: at(1.0),
     })
-}
-
-/// CPU time of every thread of this process so far, in ns (`/proc/self/task/*/schedstat`).
-fn cpu_ns() -> u64 {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return 0;
-    };
-    tasks
-        .flatten()
-        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
-        .filter_map(|stat| stat.split_whitespace().next()?.parse::<u64>().ok())
-        .sum()
 }

@@ -12,13 +12,14 @@
 
 mod ffi;
 
-use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
 use std::ffi::{c_int, c_void, CStr};
-use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Once};
 use std::time::{Duration, Instant};
+
+pub use ffi_pump_binding_support::Fired;
+use ffi_pump_binding_support::{Callback, Timers};
 
 use ffi_pump::{Completions, Error, LoopHandle, Pump};
 
@@ -32,15 +33,6 @@ pub enum Schedule {
     Every(Duration),
 }
 
-/// A timer that fired: when it was due, and when its callback ran.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Fired {
-    /// When the timer was due.
-    pub due: Instant,
-    /// When Tcl ran its callback.
-    pub at: Instant,
-}
-
 /// Counters proving how the interpreter was driven.
 #[derive(Debug, Default)]
 pub struct Counters {
@@ -52,44 +44,27 @@ pub struct Counters {
     pub overlaps: AtomicU64,
 }
 
-/// A timer's callback data, owned by Tcl until the callback runs or the timer is deleted.
-struct TimerData {
-    id: u64,
-    due: Instant,
-    fired: Completions<u64, Fired>,
-    done: Rc<RefCell<Vec<u64>>>,
-}
-
 /// The interpreter and the binding's timers, on the pump thread.
 struct Interp {
     raw: *mut ffi::Tcl_Interp,
     schedule: Schedule,
-    /// Pending timers: Tcl's token, the data Tcl holds for the callback, when it is due.
-    timers: HashMap<u64, (ffi::Tcl_TimerToken, *mut TimerData, Instant)>,
+    /// Pending timers: Tcl's token, the callback data Tcl holds, when it is due.
+    pending: HashMap<u64, (ffi::Tcl_TimerToken, *mut Callback, Instant)>,
     /// When each pending timer is due, in order.
     due: BTreeSet<(Instant, u64)>,
-    /// Timers whose callback ran since the last look.
-    done: Rc<RefCell<Vec<u64>>>,
-    fired: Completions<u64, Fired>,
+    timers: Timers,
     counters: Arc<Counters>,
     inside: AtomicBool,
 }
 
 /// # Safety
 ///
-/// Called by Tcl with the `TimerData` that `Interp::after` leaked for it, once.
+/// Called by Tcl with the `Callback` that `Interp::after` leaked for it, once.
 unsafe extern "C" fn fire(client_data: *mut c_void) {
-    // SAFETY: `client_data` is the `Box<TimerData>` leaked by `Interp::after`; Tcl calls this
-    // once and the binding then forgets the pointer (`done`), so it is freed exactly once.
-    let data = unsafe { Box::from_raw(client_data.cast::<TimerData>()) };
-    data.fired.complete(
-        data.id,
-        Fired {
-            due: data.due,
-            at: Instant::now(),
-        },
-    );
-    data.done.borrow_mut().push(data.id);
+    // SAFETY: `client_data` is the `Box<Callback>` leaked by `Interp::after`; Tcl calls this
+    // once and the binding then forgets the pointer (`take_fired`), so it is freed exactly once.
+    let callback = unsafe { Box::from_raw(client_data.cast::<Callback>()) };
+    callback.fire();
 }
 
 impl Interp {
@@ -103,10 +78,9 @@ impl Interp {
         Interp {
             raw,
             schedule,
-            timers: HashMap::new(),
+            pending: HashMap::new(),
             due: BTreeSet::new(),
-            done: Rc::new(RefCell::new(Vec::new())),
-            fired,
+            timers: Timers::new(fired),
             counters,
             inside: AtomicBool::new(false),
         }
@@ -117,26 +91,21 @@ impl Interp {
         let ms = c_int::try_from(delay.as_millis()).unwrap_or(c_int::MAX);
         let delay = Duration::from_millis(ms as u64);
         // Read before Tcl reads its own clock: the timer is due no earlier than this.
-        let data = Box::into_raw(Box::new(TimerData {
-            id,
-            due: Instant::now() + delay,
-            fired: self.fired.clone(),
-            done: self.done.clone(),
-        }));
+        let data = Box::into_raw(Box::new(self.timers.callback(id, Instant::now() + delay)));
         // SAFETY: `fire` matches `Tcl_TimerProc`; `data` stays valid until `fire` frees it or
         // `cancel` deletes the timer and frees it.
         let token = unsafe { ffi::Tcl_CreateTimerHandler(ms, fire, data.cast()) };
         // Read after: when this passes, Tcl's due time has passed too, so the run finds it due.
         let due = Instant::now() + delay;
-        self.timers.insert(id, (token, data, due));
+        self.pending.insert(id, (token, data, due));
         self.due.insert((due, id));
     }
 
     /// Deletes the timer of `id` if it has not fired.
     fn cancel(&mut self, id: u64) {
         self.forget_fired();
-        if let Some((token, data, due)) = self.timers.remove(&id) {
-            // SAFETY: the timer has not fired (it is still in `timers` after `forget_fired`), so
+        if let Some((token, data, due)) = self.pending.remove(&id) {
+            // SAFETY: the timer has not fired (it is still pending after `forget_fired`), so
             // Tcl still holds the token and `data`; once deleted, Tcl never calls `fire` with it.
             unsafe {
                 ffi::Tcl_DeleteTimerHandler(token);
@@ -148,8 +117,8 @@ impl Interp {
 
     /// Drops the bookkeeping of the timers that fired (`fire` freed their data).
     fn forget_fired(&mut self) {
-        for id in self.done.borrow_mut().drain(..) {
-            if let Some((_, _, due)) = self.timers.remove(&id) {
+        for id in self.timers.take_fired() {
+            if let Some((_, _, due)) = self.pending.remove(&id) {
                 self.due.remove(&(due, id));
             }
         }
@@ -197,7 +166,7 @@ impl Interp {
 impl Drop for Interp {
     fn drop(&mut self) {
         self.forget_fired();
-        for (_, (token, data, _)) in self.timers.drain() {
+        for (_, (token, data, _)) in self.pending.drain() {
             // SAFETY: every timer left has not fired, so Tcl still holds its token and data;
             // deleting it first means Tcl never calls `fire` with the freed data.
             unsafe {
@@ -223,7 +192,7 @@ pub struct Tcl {
 impl std::fmt::Debug for Interp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Interp")
-            .field("timers", &self.timers.len())
+            .field("pending", &self.pending.len())
             .finish_non_exhaustive()
     }
 }
@@ -268,7 +237,7 @@ impl Tcl {
         self.interp
             .call(|state| {
                 state.forget_fired();
-                state.timers.len()
+                state.pending.len()
             })
             .await
     }

@@ -12,38 +12,22 @@
 mod ffi;
 
 use std::alloc::Layout;
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::c_void;
-use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ffi_pump::{Completions, Error, LoopHandle, Pump};
+pub use ffi_pump_binding_support::Fired;
+use ffi_pump_binding_support::{Callback, Timers};
 
-/// A timer that fired: when it was due, and when its callback ran.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Fired {
-    /// When the timer was due.
-    pub due: Instant,
-    /// When libuv ran its callback.
-    pub at: Instant,
-}
+use ffi_pump::{Completions, Error, LoopHandle, Pump};
 
 /// Counters proving how the loop was driven.
 #[derive(Debug, Default)]
 pub struct Counters {
     /// `uv_run` calls.
     pub runs: AtomicU64,
-}
-
-/// What a timer handle carries for its callback.
-struct TimerData {
-    id: u64,
-    due: Instant,
-    fired: Completions<u64, Fired>,
-    done: Rc<RefCell<Vec<u64>>>,
 }
 
 /// Memory for a libuv object of `size` bytes (a loop, a handle), as libuv reports its size.
@@ -53,19 +37,12 @@ fn layout(size: usize) -> Layout {
 
 /// # Safety
 ///
-/// Called by libuv with a timer handle made by `Loop::after`, whose data is a `TimerData`.
+/// Called by libuv with a timer handle made by `Loop::after`, whose data is a `Callback`.
 unsafe extern "C" fn fire(handle: *mut ffi::uv_handle_t) {
-    // SAFETY: the handle's data is the `TimerData` set by `Loop::after`, alive until the handle
+    // SAFETY: the handle's data is the `Callback` set by `Loop::after`, alive until the handle
     // is closed (`closed` frees it), which happens only after this.
-    let data = unsafe { &*ffi::uv_handle_get_data(handle).cast::<TimerData>() };
-    data.fired.complete(
-        data.id,
-        Fired {
-            due: data.due,
-            at: Instant::now(),
-        },
-    );
-    data.done.borrow_mut().push(data.id);
+    let callback = unsafe { &*ffi::uv_handle_get_data(handle).cast::<Callback>() };
+    callback.fire();
 }
 
 /// # Safety
@@ -76,7 +53,7 @@ unsafe extern "C" fn closed(handle: *mut ffi::uv_handle_t) {
     // `Loop::after` with these layouts, and freed here once.
     unsafe {
         drop(Box::from_raw(
-            ffi::uv_handle_get_data(handle).cast::<TimerData>(),
+            ffi::uv_handle_get_data(handle).cast::<Callback>(),
         ));
         std::alloc::dealloc(handle.cast(), layout(ffi::uv_handle_size(ffi::UV_TIMER)));
     }
@@ -85,17 +62,16 @@ unsafe extern "C" fn closed(handle: *mut ffi::uv_handle_t) {
 /// The uv loop and its timers, on the pump thread.
 struct Loop {
     raw: *mut ffi::uv_loop_t,
-    timers: HashMap<u64, *mut ffi::uv_handle_t>,
-    /// Timers whose callback ran since the last look.
-    done: Rc<RefCell<Vec<u64>>>,
-    fired: Completions<u64, Fired>,
+    /// The handles of the timers not yet closed.
+    handles: HashMap<u64, *mut ffi::uv_handle_t>,
+    timers: Timers,
     counters: Arc<Counters>,
 }
 
 impl std::fmt::Debug for Loop {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Loop")
-            .field("timers", &self.timers.len())
+            .field("handles", &self.handles.len())
             .finish_non_exhaustive()
     }
 }
@@ -112,9 +88,8 @@ impl Loop {
         };
         Loop {
             raw,
-            timers: HashMap::new(),
-            done: Rc::new(RefCell::new(Vec::new())),
-            fired,
+            handles: HashMap::new(),
+            timers: Timers::new(fired),
             counters,
         }
     }
@@ -122,12 +97,8 @@ impl Loop {
     /// Starts a uv timer `delay` from now that completes `id`.
     fn after(&mut self, id: u64, delay: Duration) {
         let ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
-        let data = Box::into_raw(Box::new(TimerData {
-            id,
-            due: Instant::now() + Duration::from_millis(ms),
-            fired: self.fired.clone(),
-            done: self.done.clone(),
-        }));
+        let due = Instant::now() + Duration::from_millis(ms);
+        let data = Box::into_raw(Box::new(self.timers.callback(id, due)));
         // SAFETY: the handle's memory has the size libuv reports for a timer; it is initialised
         // on this loop, carries `data`, and is freed by `closed` once libuv is done with it.
         let handle = unsafe {
@@ -139,13 +110,13 @@ impl Loop {
             ffi::uv_timer_start(handle, fire, ms, 0);
             handle
         };
-        self.timers.insert(id, handle);
+        self.handles.insert(id, handle);
     }
 
     /// Stops the timer of `id` and closes it, if it is still there.
     fn cancel(&mut self, id: u64) {
         self.close_fired();
-        if let Some(handle) = self.timers.remove(&id) {
+        if let Some(handle) = self.handles.remove(&id) {
             // SAFETY: a live timer of this loop; once closed, `closed` frees it.
             unsafe {
                 ffi::uv_timer_stop(handle);
@@ -156,9 +127,8 @@ impl Loop {
 
     /// Closes the handles of the timers that fired.
     fn close_fired(&mut self) {
-        let done = std::mem::take(&mut *self.done.borrow_mut());
-        for id in done {
-            if let Some(handle) = self.timers.remove(&id) {
+        for id in self.timers.take_fired() {
+            if let Some(handle) = self.handles.remove(&id) {
                 // SAFETY: a live timer of this loop (fired, not yet closed).
                 unsafe { ffi::uv_close(handle, closed) };
             }
@@ -181,7 +151,7 @@ impl Loop {
 impl Drop for Loop {
     fn drop(&mut self) {
         self.close_fired();
-        for (_, handle) in self.timers.drain() {
+        for (_, handle) in self.handles.drain() {
             // SAFETY: a live timer of this loop; closed, then freed by `closed` below.
             unsafe {
                 ffi::uv_timer_stop(handle);
@@ -245,7 +215,7 @@ impl Uv {
         self.uv
             .call(|uv| {
                 uv.close_fired();
-                uv.timers.len()
+                uv.handles.len()
             })
             .await
     }
