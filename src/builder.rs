@@ -406,6 +406,86 @@ impl Builder {
         Ok(pump)
     }
 
+    /// Like [`build_with_state`](Builder::build_with_state), for a library that asks its loop to
+    /// watch descriptors (libcurl's socket callback, GLib's `GPollFD`s, libusb's pollfds): the
+    /// factory gets the [`Descriptors`](crate::Descriptors) set to keep in its state, the library
+    /// watches and unwatches descriptors in it from `run_once` or a call, and the pump runs the
+    /// loop whenever one of them is ready — as well as at the loop's deadline, on kicks and calls.
+    /// `run_once` reads what is ready with [`Descriptors::ready`](crate::Descriptors::ready).
+    ///
+    /// The whole set is one descriptor to the runtime (an epoll instance, watched through
+    /// async-io's reactor, or tokio's with [`tokio_readiness`](Builder::tokio_readiness)), so
+    /// thousands of descriptors cost one registration. It replaces a descriptor given to
+    /// [`run_on_readable`](Builder::run_on_readable). Linux and Android only (epoll).
+    ///
+    /// With [`idle_stop`](Builder::idle_stop) on (the default) the pump watches the set only
+    /// while a wait is pending; a library that must handle its descriptors whenever they are
+    /// ready (a server socket, keep-alives) wants `idle_stop(false)`, which costs nothing here:
+    /// with no deadline and nothing ready the pump sleeps.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Trigger`] if the set cannot be made; otherwise as for `build_with_state`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::{Completions, Descriptors, Interest, Pump};
+    /// use std::io::{Read, Write};
+    /// use std::os::unix::net::UnixStream;
+    /// use std::time::Duration;
+    ///
+    /// // Stand-in for a C library with a socket of its own, watched through the set.
+    /// struct Library {
+    ///     descriptors: Descriptors,
+    ///     socket: UnixStream,
+    ///     received: Completions<u8, Vec<u8>>,
+    /// }
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let (socket, mut peer) = UnixStream::pair()?;
+    /// socket.set_nonblocking(true)?;
+    /// let received = Completions::new();
+    /// let table = received.clone();
+    /// let (pump, _library) = Pump::builder().build_with_descriptors(
+    ///     move |mut descriptors: Descriptors| {
+    ///         descriptors.watch(&socket, Interest::READABLE).expect("a socket can be watched");
+    ///         Library { descriptors, socket, received: table }
+    ///     },
+    ///     |library| {
+    ///         let readable = library.descriptors.ready().any(|ready| ready.is_readable());
+    ///         if readable {
+    ///             let mut data = vec![0; 64];
+    ///             let n = library.socket.read(&mut data).unwrap_or(0);
+    ///             data.truncate(n);
+    ///             library.received.complete(1, data);
+    ///         }
+    ///         None // no deadline of its own: it runs when its socket is ready
+    ///     },
+    /// )?;
+    /// peer.write_all(b"hello")?;
+    /// let data = pump.wait_key(&received, 1).timeout(Duration::from_secs(2)).await?;
+    /// assert_eq!(data, b"hello");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[cfg_attr(docsrs, doc(cfg(any(target_os = "linux", target_os = "android"))))]
+    pub fn build_with_descriptors<S, F, R>(
+        mut self,
+        factory: F,
+        run_once: R,
+    ) -> Result<(Pump, LoopHandle<S>), Error>
+    where
+        S: 'static,
+        F: FnOnce(crate::Descriptors) -> S + Send + 'static,
+        R: FnMut(&mut S) -> Option<Instant> + Send + 'static,
+    {
+        let epoll = crate::Descriptors::create().map_err(|err| Error::Trigger(err.kind()))?;
+        self.trigger = Some(TriggerFd::new(&epoll));
+        self.build_with_state(move || factory(crate::Descriptors::around(epoll)), run_once)
+    }
+
     /// Builds a pump whose loop lives on a dedicated thread, started now, with its state: the
     /// pump, and a [`LoopHandle`] to reach that state from anywhere.
     ///

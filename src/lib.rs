@@ -126,6 +126,9 @@ pub use loop_handle::{Call, LoopHandle};
 pub use pump::Pump;
 pub use stats::Stats;
 pub use strategy::Strategy;
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[cfg_attr(docsrs, doc(cfg(any(target_os = "linux", target_os = "android"))))]
+pub use trigger::{Descriptors, Interest, Ready};
 pub use turn::Turn;
 pub use wait::{WaitFor, WaitKey, WaitUntil};
 

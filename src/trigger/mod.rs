@@ -2,8 +2,13 @@
 //! duplicate of the C library's descriptor, watched with async-io (or with tokio's reactor when
 //! the pump runs on tokio), and a way to notice when the library closed its own.
 
+#[cfg(any(target_os = "linux", target_os = "android"))]
+mod set;
 #[cfg(all(feature = "tokio", not(loom)))]
 mod tokio;
+
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub use set::{Descriptors, Interest, Ready};
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};

@@ -1,0 +1,312 @@
+//! A descriptor set the C library controls (`Builder::build_with_descriptors`): many descriptors
+//! waited on as one, readiness handed to the run, write interest, unwatching, and a descriptor
+//! the library closed while watched.
+#![cfg(any(target_os = "linux", target_os = "android"))]
+
+mod common;
+
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{eventually, Rt};
+use ffi_pump::{Descriptors, Error, Interest, LoopHandle, Pump};
+
+/// For each run, the descriptors it was handed as ready: (descriptor, readable, writable).
+type Handed = Arc<Mutex<Vec<Vec<(RawFd, bool, bool)>>>>;
+
+/// A stand-in library: sockets it watches, what each run was handed, and how many runs.
+struct Library {
+    descriptors: Descriptors,
+    sockets: Vec<UnixStream>,
+    /// For each run, the descriptors it was handed as ready, and for what.
+    handed: Handed,
+    runs: Arc<AtomicU64>,
+    /// Read what was readable (as a library consumes what made a descriptor ready).
+    drain: bool,
+}
+
+/// Where the library's loop lives.
+#[derive(Debug, Clone, Copy)]
+enum Placement {
+    /// On the pump thread (`build_with_descriptors`), reached through its `LoopHandle`.
+    PumpThread,
+    /// In the pump (`run_on_readable(&set)` + `build_with_deadline`), spawned on the test's
+    /// backend, with or without tokio's reactor watching the set.
+    InThePump { tokio_readiness: bool },
+}
+
+/// Every placement a backend offers.
+fn placements(rt: Rt) -> Vec<Placement> {
+    let mut placements = vec![
+        Placement::PumpThread,
+        Placement::InThePump {
+            tokio_readiness: false,
+        },
+    ];
+    if rt == Rt::Tokio {
+        placements.push(Placement::InThePump {
+            tokio_readiness: true,
+        });
+    }
+    placements
+}
+
+/// How a test reaches the library's state.
+enum Access {
+    Handle(LoopHandle<Library>),
+    /// Shared with `run_once`; the library is Rust sockets, so a lock between runs is safe here.
+    Shared(Arc<Mutex<Library>>),
+}
+
+struct Harness {
+    pump: Pump,
+    access: Access,
+    /// The peers of the library's sockets, in the same order.
+    peers: Vec<UnixStream>,
+    handed: Handed,
+    runs: Arc<AtomicU64>,
+}
+
+impl Harness {
+    /// Runs `f` on the library's state, between runs.
+    async fn with<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Library) -> T + Send + 'static,
+    ) -> Result<T, Error> {
+        match &self.access {
+            Access::Handle(handle) => handle.call(f).await,
+            Access::Shared(library) => Ok(f(&mut library.lock().unwrap())),
+        }
+    }
+}
+
+/// One run of the library: reads what is ready, consumes it, records it.
+fn run(library: &mut Library) -> Option<Instant> {
+    library.runs.fetch_add(1, Ordering::SeqCst);
+    let ready: Vec<_> = library
+        .descriptors
+        .ready()
+        .map(|r| (r.fd(), r.is_readable(), r.is_writable()))
+        .collect();
+    if library.drain {
+        for &(fd, readable, _) in &ready {
+            if let Some(socket) = library.sockets.iter_mut().find(|s| s.as_raw_fd() == fd) {
+                if readable {
+                    let mut buf = [0_u8; 4096];
+                    while matches!(socket.read(&mut buf), Ok(n) if n > 0) {}
+                }
+            }
+        }
+    }
+    library.handed.lock().unwrap().push(ready);
+    None
+}
+
+/// The library, watching each of its sockets for reading.
+fn library(
+    mut descriptors: Descriptors,
+    sockets: Vec<UnixStream>,
+    handed: Handed,
+    runs: Arc<AtomicU64>,
+) -> Library {
+    for socket in &sockets {
+        descriptors
+            .watch(socket, Interest::READABLE)
+            .expect("a socket can be watched");
+    }
+    Library {
+        descriptors,
+        sockets,
+        handed,
+        runs,
+        drain: true,
+    }
+}
+
+/// A library watching `n` sockets for reading, placed as asked, driven as `rt` drives pumps.
+/// Serviced whether or not a wait is pending (`idle_stop(false)`), as a library with sockets of
+/// its own must be. Call inside `rt.block_on`.
+fn harness(rt: Rt, placement: Placement, n: usize) -> Harness {
+    let (mut sockets, mut peers) = (Vec::new(), Vec::new());
+    for _ in 0..n {
+        let (socket, peer) = UnixStream::pair().expect("socket pair");
+        socket.set_nonblocking(true).expect("non-blocking");
+        sockets.push(socket);
+        peers.push(peer);
+    }
+    let handed = Arc::new(Mutex::new(Vec::new()));
+    let runs = Arc::new(AtomicU64::new(0));
+    let builder = Pump::builder().idle_stop(false);
+    let (pump, access) = match placement {
+        Placement::PumpThread => {
+            let (handed, runs) = (handed.clone(), runs.clone());
+            let (pump, handle) = builder
+                .build_with_descriptors(
+                    move |descriptors| library(descriptors, sockets, handed, runs),
+                    run,
+                )
+                .expect("pump thread");
+            (pump, Access::Handle(handle))
+        }
+        Placement::InThePump { tokio_readiness } => {
+            let descriptors = Descriptors::new().expect("a set");
+            let made = library(descriptors, sockets, handed.clone(), runs.clone());
+            let shared = Arc::new(Mutex::new(made));
+            let state = shared.clone();
+            let set = shared.lock().unwrap();
+            let builder = builder.run_on_readable(&set.descriptors);
+            #[cfg(feature = "tokio")]
+            let builder = builder.tokio_readiness(tokio_readiness);
+            let _ = tokio_readiness;
+            let pump = builder
+                .build_with_deadline(move || run(&mut state.lock().unwrap()))
+                .expect("valid pump settings");
+            drop(set);
+            pump.spawn_on(rt.backend()).expect("backend available");
+            (pump, Access::Shared(shared))
+        }
+    };
+    Harness {
+        pump,
+        access,
+        peers,
+        handed,
+        runs,
+    }
+}
+
+on_every_backend! {
+    fn one_ready_descriptor_of_a_thousand_turns_the_pump_once_and_is_handed_to_it(rt: Rt) {
+        const SOCKETS: usize = 1_000;
+        for placement in placements(rt) { rt.block_on(async {
+            eprintln!("placement: {placement:?}");
+            let mut h = harness(rt, placement, SOCKETS);
+            // Let the pump settle (its first run, to hear the deadline), then look.
+            h.with(|_| ()).await.expect("the pump runs");
+            async_io::Timer::after(Duration::from_millis(50)).await;
+            let (runs_before, handed_before) = (h.runs.load(Ordering::SeqCst), h.handed.lock().unwrap().len());
+            let which = 617;
+            let fd = h.with(move |library| library.sockets[which].as_raw_fd()).await.expect("call");
+            let before_write = h.runs.load(Ordering::SeqCst);
+            h.peers[which].write_all(b"x").expect("write");
+            let runs = h.runs.clone();
+            eventually("the write turns the pump", || runs.load(Ordering::SeqCst) > before_write).await;
+            async_io::Timer::after(Duration::from_millis(50)).await;
+            let handed = h.handed.lock().unwrap()[handed_before..].to_vec();
+            let after_call = handed.iter().filter(|ready| !ready.is_empty()).collect::<Vec<_>>();
+            assert_eq!(after_call, vec![&vec![(fd, true, false)]], "handed: {handed:?}");
+            let turns = h.runs.load(Ordering::SeqCst) - before_write;
+            assert_eq!(turns, 1, "{turns} runs for one readable descriptor (before: {runs_before})");
+        }); }
+    }
+
+    fn write_interest_turns_the_pump_when_a_full_send_buffer_drains(rt: Rt) {
+        for placement in placements(rt) { rt.block_on(async {
+            eprintln!("placement: {placement:?}");
+            let h = harness(rt, placement, 1);
+            // Fill the library's send buffer, then ask for writability.
+            let fd = h
+                .with(|library| {
+                    library.drain = false;
+                    let socket = &mut library.sockets[0];
+                    let chunk = [0_u8; 65_536];
+                    while socket.write(&chunk).is_ok() {}
+                    library
+                        .descriptors
+                        .watch(&library.sockets[0], Interest::WRITABLE)
+                        .expect("watch for writing");
+                    library.sockets[0].as_raw_fd()
+                })
+                .await
+                .expect("call");
+            async_io::Timer::after(Duration::from_millis(50)).await;
+            let before = h.handed.lock().unwrap().len();
+            assert!(
+                h.handed.lock().unwrap().iter().all(|ready| ready.iter().all(|r| !r.2)),
+                "writable before the buffer drained"
+            );
+            // The peer reads: the buffer drains and the socket becomes writable.
+            let mut peer = h.peers[0].try_clone().expect("clone");
+            peer.set_nonblocking(true).expect("non-blocking");
+            let mut buf = vec![0_u8; 1 << 20];
+            while matches!(peer.read(&mut buf), Ok(n) if n > 0) {}
+            let handed = h.handed.clone();
+            eventually("the socket is handed as writable", || {
+                handed.lock().unwrap()[before..].iter().any(|ready| ready.contains(&(fd, false, true)))
+            })
+            .await;
+            // Unwatch it: writable for ever, but no more runs.
+            h.with(|library| {
+                    library.descriptors.unwatch(&library.sockets[0]).expect("unwatch");
+                })
+                .await
+                .expect("call");
+            let runs = h.runs.load(Ordering::SeqCst);
+            async_io::Timer::after(Duration::from_millis(100)).await;
+            // At most the run of the call's own round (the call returns before it) and one for a
+            // readiness seen before the unwatch; a socket still watched would turn it ~100 times.
+            let more = h.runs.load(Ordering::SeqCst) - runs;
+            assert!(more <= 2, "{more} runs after unwatching a writable socket");
+        }); }
+    }
+
+    fn a_descriptor_closed_by_the_library_while_watched_neither_spins_nor_breaks_the_set(rt: Rt) {
+        for placement in placements(rt) { rt.block_on(async {
+            eprintln!("placement: {placement:?}");
+            let mut h = harness(rt, placement, 2);
+            h.with(|_| ()).await.expect("the pump runs");
+            // The library closes its first socket without unwatching it (curl does).
+            let closed = h
+                .with(|library| {
+                    let socket = library.sockets.remove(0);
+                    let fd = socket.as_raw_fd();
+                    drop(socket);
+                    fd
+                })
+                .await
+                .expect("call");
+            drop(h.peers.remove(0));
+            let runs = h.runs.load(Ordering::SeqCst);
+            async_io::Timer::after(Duration::from_millis(300)).await;
+            // As above: at most the call's own round and one readiness seen before the close.
+            let spun = h.runs.load(Ordering::SeqCst) - runs;
+            assert!(spun <= 2, "{spun} runs in 300 ms after the library closed a watched socket");
+            // The other socket still turns the pump, and the set forgets the closed one.
+            let other = h.with(|library| library.sockets[0].as_raw_fd()).await.expect("call");
+            let before = h.handed.lock().unwrap().len();
+            h.peers[0].write_all(b"y").expect("write");
+            let handed = h.handed.clone();
+            eventually("the other socket is handed", || {
+                handed.lock().unwrap()[before..].iter().any(|ready| ready.contains(&(other, true, false)))
+            })
+            .await;
+            let left = h
+                .with(move |library| {
+                    library.descriptors.forget(closed);
+                    library.descriptors.len()
+                })
+                .await
+                .expect("call");
+            assert_eq!(left, 1);
+            assert!(!h.pump.is_closed());
+        }); }
+    }
+}
+
+#[test]
+fn a_closed_pump_drops_the_set_with_the_state() {
+    futures_lite::future::block_on(async {
+        let h = harness(Rt::Thread, Placement::PumpThread, 3);
+        h.with(|_| ()).await.expect("the pump runs");
+        h.pump.close();
+        h.pump.closed().await;
+        assert_eq!(
+            h.with(|library| library.descriptors.len()).await,
+            Err(Error::Closed)
+        );
+    });
+}
