@@ -1,6 +1,6 @@
 //! A local HTTP/1.1 server to try the client against, and the bodies it sends.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Mutex;
@@ -8,6 +8,18 @@ use std::time::{Duration, Instant};
 
 /// When the server finished writing the response to each request that named an id.
 static WRITTEN: Mutex<Option<HashMap<u64, Instant>>> = Mutex::new(None);
+
+/// The ids of the requests the server has read (`/id/{id}` in their path), before it waits.
+static RECEIVED: Mutex<Option<HashSet<u64>>> = Mutex::new(None);
+
+/// Whether the server has read the request with `/id/{id}` in its path.
+pub fn has_received(id: u64) -> bool {
+    RECEIVED
+        .lock()
+        .ok()
+        .and_then(|received| received.as_ref().map(|ids| ids.contains(&id)))
+        .unwrap_or(false)
+}
 
 /// When the server finished writing its response to the request with `/id/{id}` in its path.
 pub fn written_at(id: u64) -> Option<Instant> {
@@ -31,7 +43,8 @@ pub fn checksum(body: &[u8]) -> u64 {
 
 /// An HTTP/1.1 server on 127.0.0.1 (ephemeral port) in this process, one thread per connection:
 /// `GET /size/{bytes}/delay/{ms}` answers `bytes` bytes of [`expected_body`] after `ms` ms;
-/// with `/id/{id}` after it, the moment it finished writing is kept for [`written_at`].
+/// with `/id/{id}` after it, the request is recorded for [`has_received`] and the moment it
+/// finished writing for [`written_at`].
 pub fn serve() -> std::io::Result<SocketAddr> {
     let listener = TcpListener::bind("127.0.0.1:0")?;
     let addr = listener.local_addr()?;
@@ -68,6 +81,9 @@ fn answer(stream: TcpStream) -> std::io::Result<()> {
         ),
         _ => (0, 0, None),
     };
+    if let (Some(id), Ok(mut received)) = (id, RECEIVED.lock()) {
+        received.get_or_insert_with(HashSet::new).insert(id);
+    }
     std::thread::sleep(Duration::from_millis(delay));
     let body = expected_body(size);
     let mut stream = stream;
