@@ -1,29 +1,39 @@
-//! GLib's main context driven by ffi-pump: timeout and idle sources created from Rust, awaited
-//! from async tasks.
+//! GLib's main context driven by ffi-pump: timeout, idle and I/O-watch sources created from Rust,
+//! awaited from async tasks.
 //!
-//! A private `MainContext` lives with the pump on its own thread; `run_once` is one
-//! `iteration(false)`, taken under the context's `acquire()` guard, which GLib grants to one
-//! thread at a time: an acquire that fails would mean another thread is iterating the context.
+//! A private `MainContext` lives with the pump on its own thread, which acquires it for its whole
+//! life (GLib grants that to one thread at a time). The pump iterates it the way GLib's own loop
+//! does — prepare, query, check, dispatch — with its own wait in place of GLib's `poll()`: the
+//! descriptors the query returns are watched in the pump's `Descriptors` set, and the query's
+//! timeout is the loop's deadline (`Builder::build_with_descriptors`). Nothing ticks: the context
+//! is iterated when a source's descriptor is ready, when a timeout falls due, and when another
+//! thread attaches a source (GLib then signals the context's own wake-up descriptor).
+//!
 //! Each source's callback completes its key in a `Completions` table, where the task waiting for
 //! it picks it up.
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+mod polled;
+
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ffi_pump::{Completions, Error, Pump};
-use glib::{ControlFlow, MainContext, Priority};
+use ffi_pump::{Completions, Descriptors, Error, LoopHandle, Pump};
+use glib::{ControlFlow, IOCondition, MainContext, Priority};
+
+use polled::PolledContext;
 
 /// Counters proving how the context was driven.
 #[derive(Debug, Default)]
 pub struct Counters {
-    /// `iteration(false)` calls.
+    /// Iterations (runs: check and dispatch of the last, prepare and query of the next).
     pub iterations: AtomicU64,
-    /// Iterations that found another iteration in progress.
-    pub overlaps: AtomicU64,
-    /// Rounds whose `acquire()` failed (the context owned by another thread).
+    /// Iterations that dispatched sources.
+    pub dispatches: AtomicU64,
+    /// Runs that found the context owned by another thread (it was not acquired).
     pub acquire_failures: AtomicU64,
 }
 
@@ -31,6 +41,8 @@ pub struct Counters {
 #[derive(Debug)]
 pub struct Sources {
     pump: Pump,
+    /// The context, on the pump thread (`None`: another thread owned it).
+    polled: LoopHandle<Option<PolledContext>>,
     context: MainContext,
     fired: Completions<u32, Instant>,
     fires: Arc<Vec<AtomicU32>>,
@@ -43,25 +55,29 @@ impl Sources {
         let context = MainContext::new();
         let counters = Arc::new(Counters::default());
         let (iterated, proof) = (context.clone(), counters.clone());
-        let pump = Pump::builder()
-            .interval(Duration::from_millis(1))
-            .build_on_thread(move || {
-                let inside = AtomicBool::new(false);
-                move || {
-                    let Ok(_owner) = iterated.acquire() else {
+        let (pump, polled) = Pump::builder()
+            .name("glib")
+            // The context's own descriptors (its wake-up, I/O watches) are serviced whether or
+            // not a task waits; with nothing due the pump sleeps.
+            .idle_stop(false)
+            .build_with_descriptors(
+                move |descriptors: Descriptors| PolledContext::acquire(iterated, descriptors),
+                move |polled: &mut Option<PolledContext>| {
+                    let Some(polled) = polled else {
                         proof.acquire_failures.fetch_add(1, Ordering::SeqCst);
-                        return;
+                        return None;
                     };
-                    if inside.swap(true, Ordering::SeqCst) {
-                        proof.overlaps.fetch_add(1, Ordering::SeqCst);
-                    }
-                    iterated.iteration(false);
-                    inside.store(false, Ordering::SeqCst);
                     proof.iterations.fetch_add(1, Ordering::SeqCst);
-                }
-            })?;
+                    let (dispatched, deadline) = polled.run();
+                    if dispatched {
+                        proof.dispatches.fetch_add(1, Ordering::SeqCst);
+                    }
+                    deadline
+                },
+            )?;
         Ok(Sources {
             pump,
+            polled,
             context,
             fired: Completions::new(),
             fires: Arc::new((0..capacity).map(|_| AtomicU32::new(0)).collect()),
@@ -87,8 +103,27 @@ impl Sources {
         } else {
             glib::timeout_source_new(delay, None, Priority::DEFAULT, callback)
         };
+        // Attached from this thread: GLib wakes the pump thread through the context's wake-up
+        // descriptor, which is in the set.
         source.attach(Some(&self.context));
-        self.pump.kick();
+    }
+
+    /// Attaches a source that fires once, when `fd` becomes readable (a GLib unix-fd source).
+    /// The descriptor must stay open until the source fired or the pump closed.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `id` is out of range.
+    pub fn watch_readable(&self, id: u32, fd: RawFd) {
+        let (fires, fired) = (self.fires.clone(), self.fired.clone());
+        assert!((id as usize) < fires.len(), "source id {id} out of range");
+        let source =
+            glib_unix::fd_source_new(fd, IOCondition::IN, None, Priority::DEFAULT, move |_, _| {
+                fires[id as usize].fetch_add(1, Ordering::SeqCst);
+                fired.complete(id, Instant::now());
+                ControlFlow::Break
+            });
+        source.attach(Some(&self.context));
     }
 
     /// Waits until source `id` fired; when it did.
@@ -104,6 +139,11 @@ impl Sources {
     /// How the context was driven.
     pub fn counters(&self) -> &Counters {
         &self.counters
+    }
+
+    /// Whether the pump thread owns the context (it acquired it when it started).
+    pub async fn owns_context(&self) -> Result<bool, Error> {
+        self.polled.call(|polled| polled.is_some()).await
     }
 
     /// The pump.

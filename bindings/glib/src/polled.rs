@@ -1,0 +1,181 @@
+//! A GLib main context iterated in the four steps GLib's own loop takes — prepare, query, check,
+//! dispatch — with the pump's wait where GLib would `poll()`: the context's descriptors are
+//! watched in the pump's [`Descriptors`] set, and its timeout is the loop's deadline.
+#![allow(unsafe_code)]
+
+use std::collections::HashMap;
+use std::os::fd::{BorrowedFd, RawFd};
+use std::os::raw::c_int;
+use std::time::{Duration, Instant};
+
+use ffi_pump::{Descriptors, Interest, Ready};
+use glib::ffi::{self, GPollFD};
+use glib::MainContext;
+
+const READ_EVENTS: u16 = (ffi::G_IO_IN | ffi::G_IO_PRI) as u16;
+const WRITE_EVENTS: u16 = ffi::G_IO_OUT as u16;
+const ALWAYS_REPORTED: u16 = (ffi::G_IO_ERR | ffi::G_IO_HUP | ffi::G_IO_NVAL) as u16;
+
+/// The context, owned by the pump thread for its whole life, between two steps of an iteration.
+pub(crate) struct PolledContext {
+    context: MainContext,
+    descriptors: Descriptors,
+    /// The descriptors GLib asked to poll at the last query, with the events it wants.
+    fds: Vec<GPollFD>,
+    /// What the set holds, to change only what GLib changed.
+    watched: HashMap<RawFd, Interest>,
+    /// The priority the last prepare found, while its iteration waits for its check.
+    prepared: Option<c_int>,
+}
+
+impl PolledContext {
+    /// Takes ownership of `context` for this thread (`g_main_context_acquire`); `None` if another
+    /// thread owns it.
+    pub(crate) fn acquire(context: MainContext, descriptors: Descriptors) -> Option<PolledContext> {
+        // SAFETY: `as_ptr` is the live context `context` holds a reference to; acquiring it is
+        // released in `Drop` on this same thread (the pump thread makes and drops the state).
+        let acquired = unsafe { ffi::g_main_context_acquire(context.as_ptr()) } != 0;
+        acquired.then(|| PolledContext {
+            context,
+            descriptors,
+            fds: Vec::new(),
+            watched: HashMap::new(),
+            prepared: None,
+        })
+    }
+
+    /// Ends the iteration the last run prepared (check with what the set found ready, dispatch
+    /// what is due), then prepares the next: its descriptors go into the set, its timeout is the
+    /// returned deadline. Returns whether anything was dispatched, and that deadline.
+    pub(crate) fn run(&mut self) -> (bool, Option<Instant>) {
+        let context = self.context.as_ptr();
+        let mut dispatched = false;
+        if let Some(max_priority) = self.prepared.take() {
+            self.fill_revents();
+            let n = c_int::try_from(self.fds.len()).unwrap_or(c_int::MAX);
+            // SAFETY: the context is acquired by this thread and was prepared and queried by the
+            // last run; `fds` holds `n` records, filled by that query.
+            let ready = unsafe {
+                ffi::g_main_context_check(context, max_priority, self.fds.as_mut_ptr(), n)
+            };
+            if ready != 0 {
+                // SAFETY: as above, right after a check that found sources ready.
+                unsafe { ffi::g_main_context_dispatch(context) };
+                dispatched = true;
+            }
+        }
+        let mut max_priority: c_int = 0;
+        // SAFETY: the context is acquired by this thread; no iteration is in progress (the last
+        // one was checked above).
+        unsafe { ffi::g_main_context_prepare(context, &mut max_priority) };
+        let mut timeout: c_int = -1;
+        loop {
+            let capacity = self.fds.capacity().max(8);
+            self.fds.resize(
+                capacity,
+                GPollFD {
+                    fd: -1,
+                    events: 0,
+                    revents: 0,
+                },
+            );
+            let room = c_int::try_from(capacity).unwrap_or(c_int::MAX);
+            // SAFETY: right after prepare on this thread; `fds` has room for `room` records.
+            let wanted = unsafe {
+                ffi::g_main_context_query(
+                    context,
+                    max_priority,
+                    &mut timeout,
+                    self.fds.as_mut_ptr(),
+                    room,
+                )
+            };
+            let wanted = usize::try_from(wanted).unwrap_or(0);
+            if wanted <= capacity {
+                self.fds.truncate(wanted);
+                break;
+            }
+            // More descriptors than room: ask again with enough (GLib allows a repeated query).
+            self.fds.reserve(wanted - capacity);
+        }
+        self.prepared = Some(max_priority);
+        self.watch_what_glib_polls();
+        let deadline = u64::try_from(timeout)
+            .ok()
+            .map(|ms| Instant::now() + Duration::from_millis(ms));
+        (dispatched, deadline)
+    }
+
+    /// `revents` for each record, from the set: what GLib wants of what is ready, and errors.
+    fn fill_revents(&mut self) {
+        let ready: HashMap<RawFd, Ready> = self.descriptors.ready().map(|r| (r.fd(), r)).collect();
+        for record in &mut self.fds {
+            record.revents = ready.get(&record.fd).map_or(0, |ready| {
+                let mut revents = 0;
+                if ready.is_readable() {
+                    revents |= READ_EVENTS;
+                }
+                if ready.is_writable() {
+                    revents |= WRITE_EVENTS;
+                }
+                if ready.is_error() {
+                    revents |= ALWAYS_REPORTED & !(ffi::G_IO_NVAL as u16);
+                }
+                revents & (record.events | ALWAYS_REPORTED)
+            });
+        }
+    }
+
+    /// Makes the set watch exactly what the last query asked for.
+    fn watch_what_glib_polls(&mut self) {
+        let mut wanted: HashMap<RawFd, Interest> = HashMap::new();
+        for record in &self.fds {
+            let interest = match (
+                record.events & READ_EVENTS != 0,
+                record.events & WRITE_EVENTS != 0,
+            ) {
+                (true, true) => Interest::READABLE | Interest::WRITABLE,
+                (false, true) => Interest::WRITABLE,
+                (true, false) => Interest::READABLE,
+                (false, false) => continue,
+            };
+            wanted
+                .entry(record.fd)
+                .and_modify(|both| *both = *both | interest)
+                .or_insert(interest);
+        }
+        let gone: Vec<RawFd> = self
+            .watched
+            .keys()
+            .filter(|fd| !wanted.contains_key(fd))
+            .copied()
+            .collect();
+        for fd in gone {
+            self.watched.remove(&fd);
+            // SAFETY: the number only names the descriptor to epoll_ctl(DEL). If its source closed
+            // it since, the kernel has dropped it from the set already and the call fails
+            // (EBADF, or ENOENT for a number reused meanwhile), which changes nothing.
+            let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+            let _ = self.descriptors.unwatch(borrowed);
+        }
+        for (fd, interest) in wanted {
+            if self.watched.get(&fd) == Some(&interest) {
+                continue;
+            }
+            // SAFETY: GLib just returned this descriptor from a query: the source polling it
+            // holds it open while it is attached, and this thread owns the context, so no source
+            // goes away between the query and here.
+            let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+            if self.descriptors.watch(borrowed, interest).is_ok() {
+                self.watched.insert(fd, interest);
+            }
+        }
+    }
+}
+
+impl Drop for PolledContext {
+    fn drop(&mut self) {
+        // SAFETY: acquired in `acquire` on this thread (the state is dropped where it was made).
+        unsafe { ffi::g_main_context_release(self.context.as_ptr()) };
+    }
+}
