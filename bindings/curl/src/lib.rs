@@ -40,6 +40,20 @@ pub struct Response {
     pub status: u32,
     /// The body, as received.
     pub body: Vec<u8>,
+    /// The header lines, as received (`Name: value`, without line ends).
+    pub headers: Vec<String>,
+}
+
+impl Response {
+    /// The value of the first header named `name` (ASCII case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find_map(|line| {
+            let (key, value) = line.split_once(':')?;
+            key.trim()
+                .eq_ignore_ascii_case(name)
+                .then_some(value.trim())
+        })
+    }
 }
 
 /// Why a request did not produce a response.
@@ -51,13 +65,26 @@ pub enum GetError {
     Pump(Error),
 }
 
-/// Collects a response body.
-struct Body(Vec<u8>);
+/// Collects a response: its body and header lines.
+#[derive(Default)]
+struct Body {
+    body: Vec<u8>,
+    headers: Vec<String>,
+}
 
 impl Handler for Body {
     fn write(&mut self, data: &[u8]) -> Result<usize, WriteError> {
-        self.0.extend_from_slice(data);
+        self.body.extend_from_slice(data);
         Ok(data.len())
+    }
+
+    fn header(&mut self, data: &[u8]) -> bool {
+        let line = String::from_utf8_lossy(data);
+        let line = line.trim_end();
+        if !line.is_empty() {
+            self.headers.push(line.to_string());
+        }
+        true
     }
 }
 
@@ -160,7 +187,7 @@ struct Transfers {
 impl Transfers {
     fn start(&mut self, token: u64, url: &str) {
         let started = (|| {
-            let mut easy = Easy2::new(Body(Vec::new()));
+            let mut easy = Easy2::new(Body::default());
             easy.url(url).map_err(|e| e.to_string())?;
             let mut handle = self.multi.add2(easy).map_err(|e| e.to_string())?;
             handle
@@ -257,7 +284,8 @@ impl Transfers {
             let outcome = match (self.multi.remove2(handle), result) {
                 (Ok(mut easy), Ok(())) => Ok(Response {
                     status: easy.response_code().unwrap_or(0),
-                    body: std::mem::take(&mut easy.get_mut().0),
+                    body: std::mem::take(&mut easy.get_mut().body),
+                    headers: std::mem::take(&mut easy.get_mut().headers),
                 }),
                 (_, Err(err)) => Err(err.to_string()),
                 (Err(err), Ok(())) => Err(err.to_string()),

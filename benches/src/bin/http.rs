@@ -1,0 +1,383 @@
+//! libcurl clients side by side against a local HTTP server in another process: isahc (curl's
+//! multi handle on its own agent thread, woken by `polling`), the curl binding polled with
+//! `perform()` at most 1 ms apart (the interval client), and the curl binding driven by curl's
+//! socket API through ffi-pump (the socket-driven client).
+//!
+//! ```text
+//! cargo run --release -p ffi-pump-bench --bin http [REPEATS]
+//! ```
+//!
+//! The server (`http --server`, tokio, one thread) answers `GET /delay/{ms}/size/{bytes}` after
+//! `ms` with `bytes` bytes and an `x-written-at` header: the wall-clock moment it wrote the
+//! response. Each client runs in a process of its own (`http --client NAME N DELAY SIZE PORT`),
+//! measured alone: wall time, CPU of the client process (getrusage), latency from "server wrote
+//! the response" to "task has the body" (p50 / p99 / max), calls into curl's loop (ours only) and
+//! errors. Cells: N = 100, 1 000, 5 000 requests held 1 s (long-poll), and a burst of 2 000 ×
+//! 64 KiB with no delay. In every repeat the three clients run one after another, in an order
+//! rotated per repeat; the table gives medians over the repeats and ratios to isahc.
+//!
+//! libcurl must be built with poll() (`CFLAGS=-DHAVE_POLL=1`, set by the workspace's
+//! `.cargo/config.toml`): with select() every connection past descriptor 1 023 fails.
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use ffi_pump_bench::usage;
+use serde::{Deserialize, Serialize};
+
+const CLIENTS: [&str; 3] = ["isahc", "interval", "sockets"];
+/// (requests, server delay ms, body bytes).
+const CELLS: [(usize, u64, usize); 4] = [
+    (100, 1_000, 100),
+    (1_000, 1_000, 100),
+    (5_000, 1_000, 100),
+    (2_000, 0, 65_536),
+];
+
+/// One client's run of one cell.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Run {
+    client: String,
+    requests: usize,
+    delay_ms: u64,
+    size: usize,
+    wall_ms: f64,
+    /// CPU time of the client process over the cell.
+    cpu_ms: f64,
+    cpu_cores: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    max_ms: f64,
+    /// Calls into curl's loop (perform or socket_action); `None` for isahc, which does not say.
+    runs: Option<u64>,
+    errors: usize,
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    raise_descriptor_limit();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("--server") => serve(),
+        Some("--client") => {
+            let run = client(
+                &args[1],
+                args[2].parse()?,
+                args[3].parse()?,
+                args[4].parse()?,
+                args[5].parse()?,
+            )?;
+            println!("{}", serde_json::to_string(&run)?);
+            Ok(())
+        }
+        repeats => orchestrate(repeats.and_then(|r| r.parse().ok()).unwrap_or(3)),
+    }
+}
+
+/// The soft limit on open descriptors up to the hard one: 5 000 connections need 5 000 in the
+/// client and as many in the server.
+fn raise_descriptor_limit() {
+    // SAFETY: getrlimit/setrlimit with a valid resource and a valid, writable rlimit.
+    unsafe {
+        let mut limit: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+}
+
+fn now_ns() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos())
+}
+
+/// The server: prints its port, then answers until its stdin closes.
+fn serve() -> Result<(), Box<dyn std::error::Error>> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        // A backlog as deep as the kernel allows (somaxconn): 5 000 clients connect at once, and
+        // a SYN dropped from a full queue is retried only after 1 s.
+        let socket = tokio::net::TcpSocket::new_v4()?;
+        socket.bind(([127, 0, 0, 1], 0).into())?;
+        let listener = socket.listen(65_535)?;
+        println!("{}", listener.local_addr()?.port());
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                tokio::spawn(async move {
+                    let _ = answer(stream).await;
+                });
+            }
+        });
+        // The orchestrator closes our stdin when it is done (or dies).
+        tokio::task::spawn_blocking(|| {
+            let mut sink = Vec::new();
+            let _ = std::io::stdin().read_to_end(&mut sink);
+        })
+        .await?;
+        Ok(())
+    })
+}
+
+/// Answers the requests of one connection (keep-alive).
+async fn answer(stream: tokio::net::TcpStream) -> std::io::Result<()> {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let _ = stream.set_nodelay(true);
+    let mut stream = tokio::io::BufReader::new(stream);
+    loop {
+        let mut request_line = String::new();
+        if stream.read_line(&mut request_line).await? == 0 {
+            return Ok(());
+        }
+        loop {
+            let mut header = String::new();
+            if stream.read_line(&mut header).await? == 0 {
+                return Ok(());
+            }
+            if header == "\r\n" {
+                break;
+            }
+        }
+        let path = request_line.split_whitespace().nth(1).unwrap_or("/");
+        let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+        let (delay, size) = match parts.as_slice() {
+            ["delay", delay, "size", size] => {
+                (delay.parse().unwrap_or(0), size.parse().unwrap_or(0))
+            }
+            _ => (0, 0),
+        };
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+        let mut response = format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {size}\r\nX-Written-At: {}\r\n\r\n",
+            now_ns()
+        )
+        .into_bytes();
+        response.resize(response.len() + size, b'x');
+        stream.get_mut().write_all(&response).await?;
+    }
+}
+
+/// One client process: `requests` concurrent GETs, measured.
+fn client(
+    name: &str,
+    requests: usize,
+    delay_ms: u64,
+    size: usize,
+    port: u16,
+) -> Result<Run, Box<dyn std::error::Error>> {
+    let url = format!("http://127.0.0.1:{port}/delay/{delay_ms}/size/{size}");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let timeout = Duration::from_secs(60);
+    let (outcomes, wall, cpu, runs) = match name {
+        "isahc" => {
+            use isahc::config::Configurable;
+            let client = Arc::new(isahc::HttpClient::builder().timeout(timeout).build()?);
+            let (outcomes, wall, cpu) = runtime.block_on(measure(requests, move || {
+                let (client, url) = (client.clone(), url.clone());
+                async move {
+                    use isahc::AsyncReadResponseExt;
+                    let mut response = client.get_async(url).await.map_err(|e| e.to_string())?;
+                    let written = response
+                        .headers()
+                        .get("x-written-at")
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.parse::<u128>().ok());
+                    let body = response.bytes().await.map_err(|e| e.to_string())?;
+                    Ok((written, body.len()))
+                }
+            }));
+            (outcomes, wall, cpu, None)
+        }
+        "interval" | "sockets" => {
+            let schedule = match name {
+                "interval" => ffi_pump_curl::Schedule::CurlTimeout,
+                _ => ffi_pump_curl::Schedule::Sockets,
+            };
+            let client = Arc::new(ffi_pump_curl::Client::with_schedule(schedule)?);
+            let counter = client.clone();
+            let before = counter.runs();
+            let (outcomes, wall, cpu) = runtime.block_on(measure(requests, move || {
+                let (client, url) = (client.clone(), url.clone());
+                async move {
+                    let response = client
+                        .get(&url, timeout)
+                        .await
+                        .map_err(|e| format!("{e:?}"))?;
+                    let written = response.header("x-written-at").and_then(|v| v.parse().ok());
+                    Ok((written, response.body.len()))
+                }
+            }));
+            (outcomes, wall, cpu, Some(counter.runs() - before))
+        }
+        other => return Err(format!("no client {other}").into()),
+    };
+    let mut errors = 0;
+    let mut latencies = Vec::with_capacity(outcomes.len());
+    for outcome in &outcomes {
+        match outcome {
+            Ok((Some(written), len, seen)) if *len == size => {
+                latencies.push(seen.saturating_sub(*written) as f64 / 1e6)
+            }
+            Ok(_) => errors += 1,
+            Err(err) => {
+                if errors == 0 {
+                    eprintln!("{name}: {err}");
+                }
+                errors += 1
+            }
+        }
+    }
+    latencies.sort_by(f64::total_cmp);
+    let at = |q: f64| {
+        latencies
+            .get(((latencies.len().max(1) - 1) as f64 * q).round() as usize)
+            .copied()
+            .unwrap_or(f64::NAN)
+    };
+    Ok(Run {
+        client: name.to_string(),
+        requests,
+        delay_ms,
+        size,
+        wall_ms: wall.as_secs_f64() * 1e3,
+        cpu_ms: cpu.as_secs_f64() * 1e3,
+        cpu_cores: cpu.as_secs_f64() / wall.as_secs_f64(),
+        p50_ms: at(0.5),
+        p99_ms: at(0.99),
+        max_ms: at(1.0),
+        runs,
+        errors,
+    })
+}
+
+type Outcome = Result<(Option<u128>, usize, u128), String>;
+
+/// Spawns `requests` tasks, each one request; their outcomes with the moment each task had its
+/// body, the wall time and the process's CPU time over the whole.
+async fn measure<F, Fut>(requests: usize, request: F) -> (Vec<Outcome>, Duration, Duration)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<(Option<u128>, usize), String>> + Send + 'static,
+{
+    let cpu_before = usage::now().cpu;
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..requests)
+        .map(|_| {
+            let request = request();
+            tokio::spawn(async move {
+                let outcome = request.await;
+                let seen = now_ns();
+                outcome.map(|(written, len)| (written, len, seen))
+            })
+        })
+        .collect();
+    let mut outcomes = Vec::with_capacity(requests);
+    for task in tasks {
+        outcomes.push(task.await.unwrap_or_else(|e| Err(e.to_string())));
+    }
+    let wall = started.elapsed();
+    (outcomes, wall, usage::now().cpu - cpu_before)
+}
+
+fn orchestrate(repeats: usize) -> Result<(), Box<dyn std::error::Error>> {
+    let exe = std::env::current_exe()?;
+    let mut server = Command::new(&exe)
+        .arg("--server")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()?;
+    let mut port = String::new();
+    BufReader::new(server.stdout.take().ok_or("server stdout")?).read_line(&mut port)?;
+    let port: u16 = port.trim().parse()?;
+    eprintln!("server on 127.0.0.1:{port}; {repeats} repeats");
+    let mut runs: Vec<Run> = Vec::new();
+    for repeat in 0..repeats {
+        for &(requests, delay, size) in &CELLS {
+            for i in 0..CLIENTS.len() {
+                let name = CLIENTS[(i + repeat) % CLIENTS.len()];
+                let output = Command::new(&exe)
+                    .args(["--client", name])
+                    .args([requests.to_string(), delay.to_string(), size.to_string()])
+                    .arg(port.to_string())
+                    .stderr(Stdio::inherit())
+                    .output()?;
+                let line = String::from_utf8_lossy(&output.stdout);
+                let run: Run = serde_json::from_str(line.trim())
+                    .map_err(|e| format!("{name}: {e}: {line}"))?;
+                println!("{}", serde_json::to_string(&run)?);
+                runs.push(run);
+            }
+        }
+    }
+    drop(server.stdin.take());
+    let _ = server.wait();
+    report(&runs);
+    Ok(())
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    match values.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => values[n / 2],
+        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
+}
+
+fn report(runs: &[Run]) {
+    println!(
+        "\n| cell | client | repeats | errors | wall ms | client CPU ms | CPU ms / isahc | CPU cores | p50 ms | p99 ms | p99 / isahc | max ms | runs of curl |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for &(requests, delay, size) in &CELLS {
+        let cell: Vec<&Run> = runs
+            .iter()
+            .filter(|r| r.requests == requests && r.delay_ms == delay && r.size == size)
+            .collect();
+        let of = |client: &str, field: fn(&Run) -> f64| {
+            median(
+                cell.iter()
+                    .filter(|r| r.client == client)
+                    .map(|r| field(r))
+                    .collect(),
+            )
+        };
+        let label = match delay {
+            0 => format!("burst {requests} × {} KiB", size / 1024),
+            _ => format!("N = {requests}, held {delay} ms"),
+        };
+        for client in CLIENTS {
+            let mine: Vec<&&Run> = cell.iter().filter(|r| r.client == client).collect();
+            let errors: usize = mine.iter().map(|r| r.errors).sum();
+            let runs = median(
+                mine.iter()
+                    .filter_map(|r| r.runs)
+                    .map(|r| r as f64)
+                    .collect(),
+            );
+            println!(
+                "| {label} | {client} | {} | {errors} | {:.0} | {:.0} | {:.2} | {:.3} | {:.1} | {:.1} | {:.2} | {:.1} | {} |",
+                mine.len(),
+                of(client, |r| r.wall_ms),
+                of(client, |r| r.cpu_ms),
+                of(client, |r| r.cpu_ms) / of("isahc", |r| r.cpu_ms),
+                of(client, |r| r.cpu_cores),
+                of(client, |r| r.p50_ms),
+                of(client, |r| r.p99_ms),
+                of(client, |r| r.p99_ms) / of("isahc", |r| r.p99_ms),
+                of(client, |r| r.max_ms),
+                if runs.is_nan() { "—".to_string() } else { format!("{runs:.0}") },
+            );
+        }
+    }
+}
