@@ -411,7 +411,10 @@ impl Builder {
     /// factory gets the [`Descriptors`](crate::Descriptors) set to keep in its state, the library
     /// watches and unwatches descriptors in it from `run_once` or a call, and the pump runs the
     /// loop whenever one of them is ready — as well as at the loop's deadline, on kicks and calls.
-    /// `run_once` reads what is ready with [`Descriptors::ready`](crate::Descriptors::ready).
+    /// `run_once` reads what is ready with [`Descriptors::ready`](crate::Descriptors::ready),
+    /// and learns whether its own deadline passed by comparing the deadline it last returned with
+    /// `Instant::now()`: the pump runs at that deadline or later, never before it for its sake
+    /// (libcurl's `CURL_SOCKET_TIMEOUT`, GLib's timeouts in `g_main_context_check`).
     ///
     /// The whole set is one descriptor to the runtime (an epoll instance, watched through
     /// async-io's reactor, or tokio's with [`tokio_readiness`](Builder::tokio_readiness)), so
