@@ -100,6 +100,32 @@ impl Ready {
 /// it so, and while one is ready the pump runs again. A descriptor the library closed while
 /// watched leaves the set by itself (the kernel drops it); [`forget`](Descriptors::forget) drops
 /// the set's own record of it.
+///
+/// # Examples
+///
+/// ```
+/// use ffi_pump::{Descriptors, Interest};
+/// use std::io::Write;
+/// use std::os::fd::AsRawFd;
+/// use std::os::unix::net::UnixStream;
+///
+/// let (socket, mut peer) = UnixStream::pair()?;
+/// let mut descriptors = Descriptors::new()?;
+/// descriptors.watch(&socket, Interest::READABLE)?;
+/// assert_eq!(descriptors.ready().count(), 0);
+///
+/// peer.write_all(b"!")?;
+/// let ready: Vec<_> = descriptors.ready().collect();
+/// assert_eq!(ready.len(), 1);
+/// assert_eq!(ready[0].fd(), socket.as_raw_fd());
+/// assert!(ready[0].is_readable() && !ready[0].is_writable());
+///
+/// // Level-triggered: unread, it is still ready; unwatched, it is not handed any more.
+/// assert_eq!(descriptors.ready().count(), 1);
+/// descriptors.unwatch(&socket)?;
+/// assert_eq!(descriptors.ready().count(), 0);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub struct Descriptors {
     epoll: OwnedFd,
     watched: HashMap<RawFd, Interest>,

@@ -115,8 +115,9 @@ struct SocketState {
     descriptors: Mutex<Descriptors>,
     /// When curl's timer falls due (`CURLMOPT_TIMERFUNCTION`), if it is set.
     deadline: Mutex<Option<Instant>>,
-    /// Watches the kernel refused (a transfer on such a socket ends at curl's own timeout).
-    refused: AtomicU64,
+    /// Watches the kernel refused (a transfer on such a socket ends at curl's own timeout, or the
+    /// caller's); [`Client::refused_watches`] reports them.
+    refused: Arc<AtomicU64>,
 }
 
 /// Runs `f` on the socket curl hands its socket callback.
@@ -305,6 +306,7 @@ pub struct Client {
     next_token: AtomicU64,
     running: Arc<AtomicUsize>,
     runs: Arc<AtomicU64>,
+    refused: Arc<AtomicU64>,
 }
 
 impl Client {
@@ -318,6 +320,8 @@ impl Client {
         let finished = Completions::new();
         let running = Arc::new(AtomicUsize::new(0));
         let runs = Arc::new(AtomicU64::new(0));
+        let refused = Arc::new(AtomicU64::new(0));
+        let refused_watches = refused.clone();
         let (table, gauge, counter) = (finished.clone(), running.clone(), runs.clone());
         let transfers = move |drive| Transfers {
             drive,
@@ -338,7 +342,7 @@ impl Client {
                     let state = Arc::new(SocketState {
                         descriptors: Mutex::new(descriptors),
                         deadline: Mutex::new(None),
-                        refused: AtomicU64::new(0),
+                        refused: refused_watches.clone(),
                     });
                     let mut transfers = transfers(Drive::Sockets(state.clone()));
                     let on_socket = state.clone();
@@ -365,6 +369,7 @@ impl Client {
             next_token: AtomicU64::new(0),
             running,
             runs,
+            refused,
         })
     }
 
@@ -394,6 +399,12 @@ impl Client {
     /// expiry of curl's timer).
     pub fn runs(&self) -> u64 {
         self.runs.load(Ordering::SeqCst)
+    }
+
+    /// Sockets curl asked to watch that the kernel's set refused (with [`Schedule::Sockets`]); 0
+    /// unless something is wrong with the descriptors curl hands out.
+    pub fn refused_watches(&self) -> u64 {
+        self.refused.load(Ordering::SeqCst)
     }
 
     /// The pump that drives the multi handle.

@@ -166,6 +166,7 @@ fn eleven_hundred_concurrent_transfers_succeed_on_descriptors_past_1024() {
         outcomes
     });
     drop(placeholders);
+    assert_eq!(client.refused_watches(), 0);
     let failed: Vec<_> = outcomes.iter().filter(|o| o.is_err()).collect();
     assert!(
         failed.is_empty(),
