@@ -271,7 +271,7 @@ impl Descriptors {
     pub fn ready(&mut self) -> impl Iterator<Item = Ready> + '_ {
         let capacity = self.watched.len().clamp(1, 4096);
         let mut events = Vec::with_capacity(capacity);
-        let zero = rustix::time::Timespec {
+        let zero = rustix::event::Timespec {
             tv_sec: 0,
             tv_nsec: 0,
         };
