@@ -76,6 +76,17 @@
 //! ([`WaitKey::on_cancel`]). `run_once` says when the loop next needs to run, and
 //! [`Pump::closed`] waits until the state was dropped on its thread.
 //!
+//! # Event-driven libraries
+//!
+//! A library that asks its loop to watch descriptors (libcurl's socket callback, GLib's
+//! `GPollFD`s, libusb's pollfds) keeps a `Descriptors` set (Linux and Android) in its state,
+//! given by `Builder::build_with_descriptors`: it watches descriptors for reading, writing or
+//! both, changes and drops them (from `run_once`, where such callbacks fire, or from a call), and
+//! each run reads which are ready and for what with `Descriptors::ready`. The pump waits on the
+//! whole set as one registration with the runtime's reactor, on the loop's deadline, on kicks and
+//! on calls, and nothing else: no interval. The repository's curl binding runs libcurl this way
+//! (`curl_multi_socket_action`), its GLib binding runs prepare, query, check and dispatch.
+//!
 //! # Tracing
 //!
 //! With the cargo feature `tracing` (off by default) every pump has a span, `ffi_pump::pump`,
@@ -88,7 +99,8 @@
 //! # Platforms
 //!
 //! Everything works on every platform async-io supports, except the readiness trigger
-//! ([`Builder::run_on_readable`]), which takes a Unix descriptor. The crate's CI runs its tests
+//! ([`Builder::run_on_readable`]), which takes a Unix descriptor, and the descriptor set, which
+//! is epoll (Linux, Android). The crate's CI runs its tests
 //! on Linux and checks it with clippy for Windows and macOS.
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 #![forbid(unsafe_code)]
