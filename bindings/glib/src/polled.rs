@@ -22,7 +22,7 @@ pub(crate) struct PolledContext {
     descriptors: Descriptors,
     /// The descriptors GLib asked to poll at the last query, with the events it wants.
     fds: Vec<GPollFD>,
-    /// What the set holds, to change only what GLib changed.
+    /// What the set holds, to drop what GLib no longer polls.
     watched: HashMap<RawFd, Interest>,
     /// The priority the last prepare found, while its iteration waits for its check.
     prepared: Option<c_int>,
@@ -158,10 +158,11 @@ impl PolledContext {
             let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
             let _ = self.descriptors.unwatch(borrowed);
         }
+        // Every wanted descriptor again, not only the changed ones: a source may have closed its
+        // descriptor and another opened one under the same number since the last query, which
+        // the kernel's set no longer holds (`watch` adds it back). GLib's own poll() hands the
+        // kernel every descriptor on every iteration too.
         for (fd, interest) in wanted {
-            if self.watched.get(&fd) == Some(&interest) {
-                continue;
-            }
             // SAFETY: GLib just returned this descriptor from a query: the source polling it
             // holds it open while it is attached, and this thread owns the context, so no source
             // goes away between the query and here.
