@@ -171,8 +171,11 @@ impl SocketState {
 /// How the pump thread drives the multi handle.
 #[derive(Debug)]
 enum Drive {
+    /// [`Schedule::Sockets`].
     Sockets(Arc<SocketState>),
-    Perform(Schedule),
+    /// `perform()` this long after the last run at the latest, while a transfer is open:
+    /// `None` is curl's own timeout capped at [`POLL`] ([`Schedule::CurlTimeout`]).
+    Perform(Option<Duration>),
 }
 
 /// The multi handle and its transfers, on the pump thread.
@@ -226,22 +229,19 @@ impl Transfers {
                 let deadline = *state.deadline.lock().unwrap_or_else(|e| e.into_inner());
                 deadline
             }
-            Drive::Perform(schedule) => {
-                let schedule = *schedule;
+            Drive::Perform(period) => {
+                let period = *period;
                 self.runs.fetch_add(1, Ordering::SeqCst);
                 let _ = self.multi.perform();
                 self.report_finished();
                 if self.handles.is_empty() {
                     return None;
                 }
-                let wait = match schedule {
-                    // curl's own next timeout, but no later than `POLL` while transfers are open.
-                    Schedule::CurlTimeout | Schedule::Sockets => {
-                        let timeout = self.multi.get_timeout().ok().flatten();
-                        timeout.map_or(POLL, |t| t.min(POLL))
-                    }
-                    Schedule::Every(period) => period,
-                };
+                // curl's own next timeout, but no later than `POLL` while transfers are open.
+                let wait = period.unwrap_or_else(|| {
+                    let timeout = self.multi.get_timeout().ok().flatten();
+                    timeout.map_or(POLL, |t| t.min(POLL))
+                });
                 Some(Instant::now() + wait)
             }
         }
@@ -357,8 +357,10 @@ impl Client {
                 },
                 Transfers::run_once,
             )?,
-            Schedule::CurlTimeout | Schedule::Every(_) => builder.build_with_state(
-                move || transfers(Drive::Perform(schedule)),
+            Schedule::CurlTimeout => builder
+                .build_with_state(move || transfers(Drive::Perform(None)), Transfers::run_once)?,
+            Schedule::Every(period) => builder.build_with_state(
+                move || transfers(Drive::Perform(Some(period))),
                 Transfers::run_once,
             )?,
         };
