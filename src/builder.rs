@@ -416,10 +416,13 @@ impl Builder {
     /// `Instant::now()`: the pump runs at that deadline or later, never before it for its sake
     /// (libcurl's `CURL_SOCKET_TIMEOUT`, GLib's timeouts in `g_main_context_check`).
     ///
-    /// The whole set is one descriptor to the runtime (an epoll instance, watched through
-    /// async-io's reactor, or tokio's with [`tokio_readiness`](Builder::tokio_readiness)), so
-    /// thousands of descriptors cost one registration. It replaces a descriptor given to
-    /// [`run_on_readable`](Builder::run_on_readable). Linux and Android only (epoll).
+    /// The whole set is one descriptor to the reactor (an epoll instance, which the pump thread
+    /// watches through async-io's), so thousands of descriptors cost one registration. It
+    /// replaces a descriptor given to [`run_on_readable`](Builder::run_on_readable). A loop that
+    /// lives in the pump instead, spawned on a runtime, makes its set with
+    /// [`Descriptors::new`](crate::Descriptors::new) and hands it to `run_on_readable`, and there
+    /// [`tokio_readiness`](Builder::tokio_readiness) lets tokio's reactor watch it. Linux and
+    /// Android only (epoll).
     ///
     /// With [`idle_stop`](Builder::idle_stop) on (the default) the pump watches the set only
     /// while a wait is pending; a library that must handle its descriptors whenever they are
