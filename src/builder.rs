@@ -487,9 +487,9 @@ impl Builder {
         F: FnOnce(crate::Descriptors) -> S + Send + 'static,
         R: FnMut(&mut S) -> Option<Instant> + Send + 'static,
     {
-        let epoll = crate::Descriptors::create().map_err(|err| Error::Trigger(err.kind()))?;
-        self.trigger = Some(TriggerFd::new(&epoll));
-        self.build_with_state(move || factory(crate::Descriptors::around(epoll)), run_once)
+        let descriptors = crate::Descriptors::new().map_err(|err| Error::Trigger(err.kind()))?;
+        self.trigger = Some(TriggerFd::new(&descriptors));
+        self.build_with_state(move || factory(descriptors), run_once)
     }
 
     /// Builds a pump whose loop lives on a dedicated thread, started now, with its state: the

@@ -112,6 +112,7 @@ impl Ready {
 /// let (socket, mut peer) = UnixStream::pair()?;
 /// let mut descriptors = Descriptors::new()?;
 /// descriptors.watch(&socket, Interest::READABLE)?;
+/// assert_eq!(descriptors.watched().collect::<Vec<_>>(), [(socket.as_raw_fd(), Interest::READABLE)]);
 /// assert_eq!(descriptors.ready().count(), 0);
 ///
 /// peer.write_all(b"!")?;
@@ -191,21 +192,11 @@ impl Descriptors {
     /// # }).unwrap();
     /// ```
     pub fn new() -> io::Result<Descriptors> {
-        Ok(Descriptors::around(Descriptors::create()?))
-    }
-
-    /// The kernel's set (an epoll instance): readable while any watched descriptor is ready.
-    pub(crate) fn create() -> io::Result<OwnedFd> {
-        Ok(epoll::create(epoll::CreateFlags::CLOEXEC)?)
-    }
-
-    /// The set around `epoll` ([`create`](Descriptors::create)), made on the loop's thread.
-    pub(crate) fn around(epoll: OwnedFd) -> Descriptors {
-        Descriptors {
-            epoll,
+        Ok(Descriptors {
+            epoll: epoll::create(epoll::CreateFlags::CLOEXEC)?,
             watched: HashMap::new(),
             found: Vec::new(),
-        }
+        })
     }
 
     /// Watches `fd` for `interest`, or changes what it is watched for.
@@ -254,6 +245,12 @@ impl Descriptors {
     /// to another file by now.
     pub fn forget(&mut self, fd: RawFd) {
         self.watched.remove(&fd);
+    }
+
+    /// The descriptors watched, and for what, in no particular order: to bring the set in line
+    /// with a list the library hands out whole (GLib's query, libusb's pollfds).
+    pub fn watched(&self) -> impl Iterator<Item = (RawFd, Interest)> + '_ {
+        self.watched.iter().map(|(&fd, &interest)| (fd, interest))
     }
 
     /// How many descriptors are watched.

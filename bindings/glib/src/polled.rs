@@ -22,8 +22,6 @@ pub(crate) struct PolledContext {
     descriptors: Descriptors,
     /// The descriptors GLib asked to poll at the last query, with the events it wants.
     fds: Vec<GPollFD>,
-    /// What the set holds, to drop what GLib no longer polls.
-    watched: HashMap<RawFd, Interest>,
     /// The priority the last prepare found, while its iteration waits for its check.
     prepared: Option<c_int>,
 }
@@ -39,7 +37,6 @@ impl PolledContext {
             context,
             descriptors,
             fds: Vec::new(),
-            watched: HashMap::new(),
             prepared: None,
         })
     }
@@ -145,13 +142,12 @@ impl PolledContext {
                 .or_insert(interest);
         }
         let gone: Vec<RawFd> = self
-            .watched
-            .keys()
+            .descriptors
+            .watched()
+            .map(|(fd, _)| fd)
             .filter(|fd| !wanted.contains_key(fd))
-            .copied()
             .collect();
         for fd in gone {
-            self.watched.remove(&fd);
             // SAFETY: the number only names the descriptor to epoll_ctl(DEL). If its source closed
             // it since, the kernel has dropped it from the set already and the call fails
             // (EBADF, or ENOENT for a number reused meanwhile), which changes nothing.
@@ -167,9 +163,9 @@ impl PolledContext {
             // holds it open while it is attached, and this thread owns the context, so no source
             // goes away between the query and here.
             let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
-            if self.descriptors.watch(borrowed, interest).is_ok() {
-                self.watched.insert(fd, interest);
-            }
+            // A descriptor the kernel refuses (a regular file) stays out of the set and its
+            // record; GLib's sources here poll sockets and its own wake-up only.
+            let _ = self.descriptors.watch(borrowed, interest);
         }
     }
 }
