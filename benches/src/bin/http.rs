@@ -24,6 +24,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use ffi_pump_bench::report::Spread;
 use ffi_pump_bench::usage;
 use serde::{Deserialize, Serialize};
 
@@ -222,11 +223,11 @@ fn client(
         other => return Err(format!("no client {other}").into()),
     };
     let mut errors = 0;
-    let mut latencies = Vec::with_capacity(outcomes.len());
+    let mut latencies_ns: Vec<u64> = Vec::with_capacity(outcomes.len());
     for outcome in &outcomes {
         match outcome {
             Ok((Some(written), len, seen)) if *len == size => {
-                latencies.push(seen.saturating_sub(*written) as f64 / 1e6)
+                latencies_ns.push(u64::try_from(seen.saturating_sub(*written)).unwrap_or(u64::MAX))
             }
             Ok(_) => errors += 1,
             Err(err) => {
@@ -237,12 +238,13 @@ fn client(
             }
         }
     }
-    latencies.sort_by(f64::total_cmp);
-    let at = |q: f64| {
-        latencies
-            .get(((latencies.len().max(1) - 1) as f64 * q).round() as usize)
-            .copied()
-            .unwrap_or(f64::NAN)
+    // No body arrived whole: no latency to tell (the errors column says why).
+    let spread_ms = match latencies_ns.is_empty() {
+        true => [f64::NAN; 3],
+        false => {
+            let us = Spread::of_ns(&mut latencies_ns);
+            [us.p50 / 1e3, us.p99 / 1e3, us.max / 1e3]
+        }
     };
     Ok(Run {
         client: name.to_string(),
@@ -252,9 +254,9 @@ fn client(
         wall_ms: wall.as_secs_f64() * 1e3,
         cpu_ms: cpu.as_secs_f64() * 1e3,
         cpu_cores: cpu.as_secs_f64() / wall.as_secs_f64(),
-        p50_ms: at(0.5),
-        p99_ms: at(0.99),
-        max_ms: at(1.0),
+        p50_ms: spread_ms[0],
+        p99_ms: spread_ms[1],
+        max_ms: spread_ms[2],
         runs,
         errors,
     })
