@@ -72,6 +72,13 @@ struct Harness {
 }
 
 impl Harness {
+    /// How many runs the library makes while this waits for `window`.
+    async fn runs_during(&self, window: Duration) -> u64 {
+        let before = self.runs.load(Ordering::SeqCst);
+        async_io::Timer::after(window).await;
+        self.runs.load(Ordering::SeqCst) - before
+    }
+
     /// Runs `f` on the library's state, between runs.
     async fn with<T: Send + 'static>(
         &self,
@@ -279,9 +286,7 @@ on_every_backend! {
             h.with(|library| library.drain = true).await.expect("call");
             h.pump.turn().await.expect("turn");
             h.pump.turn().await.expect("turn");
-            let settled = h.runs.load(Ordering::SeqCst);
-            async_io::Timer::after(Duration::from_millis(100)).await;
-            let more = h.runs.load(Ordering::SeqCst) - settled;
+            let more = h.runs_during(Duration::from_millis(100)).await;
             assert!(more <= 1, "{more} runs after the library read what was ready");
         }); }
     }
@@ -327,11 +332,9 @@ on_every_backend! {
                 })
                 .await
                 .expect("call");
-            let runs = h.runs.load(Ordering::SeqCst);
-            async_io::Timer::after(Duration::from_millis(100)).await;
             // At most the run of the call's own round (the call returns before it) and one for a
             // readiness seen before the unwatch; a socket still watched would turn it ~100 times.
-            let more = h.runs.load(Ordering::SeqCst) - runs;
+            let more = h.runs_during(Duration::from_millis(100)).await;
             assert!(more <= 2, "{more} runs after unwatching a writable socket");
         }); }
     }
@@ -355,10 +358,8 @@ on_every_backend! {
                 .await
                 .expect("call");
             h.pump.turn().await.expect("turn");
-            let runs = h.runs.load(Ordering::SeqCst);
             let ticks = pump_thread_cpu_ticks(&h).await;
-            async_io::Timer::after(Duration::from_millis(300)).await;
-            let spun = h.runs.load(Ordering::SeqCst) - runs;
+            let spun = h.runs_during(Duration::from_millis(300)).await;
             assert!(spun <= 1, "{spun} runs in 300 ms after the library closed a watched socket");
             if let (Some(before), Some(after)) = (ticks, pump_thread_cpu_ticks(&h).await) {
                 // Clock ticks are 10 ms: a spinning pump thread would spend ~30 in 300 ms.
