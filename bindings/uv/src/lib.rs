@@ -141,7 +141,13 @@ impl Loop {
         // SAFETY: this thread owns the loop.
         unsafe { ffi::uv_run(self.raw, ffi::UV_RUN_NOWAIT) };
         self.close_fired();
-        // SAFETY: as above. -1: nothing is due; 0: run again at once (closing handles).
+        // libuv's timeout is 0 for a loop with nothing left in it (no active handle, request or
+        // closing handle), which would make the pump run it again and again while idle.
+        // SAFETY: as above.
+        if unsafe { ffi::uv_loop_alive(self.raw) } == 0 {
+            return None;
+        }
+        // SAFETY: as above. -1: no timer is due; 0: run again at once (closing handles).
         let timeout = unsafe { ffi::uv_backend_timeout(self.raw) };
         let timeout = u64::try_from(timeout).ok()?;
         Some(Instant::now() + Duration::from_millis(timeout))

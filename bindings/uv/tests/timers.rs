@@ -1,5 +1,6 @@
 //! libuv through ffi-pump: timers fire once each near their deadlines at the loop's own next
-//! timeout, a sleep that gives up stops its timer, nothing due means no run.
+//! timeout, a sleep that gives up stops its timer, nothing due means no run, an empty loop is not
+//! run again.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -76,5 +77,29 @@ fn nothing_due_means_no_runs() {
         uv.pump().close();
         assert_eq!(sleeper.await, Err(Error::Closed));
         uv.pump().closed().await;
+    });
+}
+
+#[test]
+fn a_loop_with_nothing_left_is_not_run_again_while_tasks_wait() {
+    let uv = Uv::new().expect("pump thread");
+    smol::block_on(async {
+        let fired = uv
+            .sleep(Duration::from_millis(5), Duration::from_secs(10))
+            .await;
+        assert!(fired.is_ok(), "{fired:?}");
+        assert_eq!(uv.pending_timers().await, Ok(0));
+        // One more run may close the handle that `pending_timers` closed.
+        smol::Timer::after(Duration::from_millis(20)).await;
+        let before = uv.counters().runs.load(Ordering::SeqCst);
+        // A wait keeps the pump active; the loop has nothing left that could end it.
+        let waited = uv
+            .pump()
+            .wait_until(|| false)
+            .timeout(Duration::from_millis(300))
+            .await;
+        assert_eq!(waited, Err(Error::TimedOut));
+        let runs = uv.counters().runs.load(Ordering::SeqCst) - before;
+        assert!(runs <= 2, "{runs} runs in 300 ms of a loop with no handle");
     });
 }
