@@ -285,4 +285,39 @@ mod loom_models {
             assert_eq!(core.rounds.now().round(), 0, "no run was needed");
         });
     }
+
+    /// The same, with a driver that found the pump idle just before the wait counted itself
+    /// and sweeps meanwhile (seen in CI as a wait that timed out on a hinted pump): the sweep
+    /// leaves the arrival to the lock's holder, which still evaluates it once.
+    #[test]
+    fn a_sweep_does_not_take_an_arrival_from_the_locks_holder() {
+        loom::model(|| {
+            let core = core();
+            let ends = Ends::new();
+            let holder = {
+                let core = core.clone();
+                loom::thread::spawn(move || {
+                    if let Some(guard) = LoopGuard::try_new(&core) {
+                        guard.check(|| ());
+                    }
+                })
+            };
+            let driver = {
+                let core = core.clone();
+                loom::thread::spawn(move || {
+                    if core.demand.is_idle() {
+                        core.registry.sweep();
+                    }
+                })
+            };
+            core.demand.add_pending();
+            core.registry
+                .insert(entry(&ends, true))
+                .unwrap_or_else(|_| panic!("the pump is open"));
+            evaluate_arrivals(&core);
+            holder.join().unwrap();
+            driver.join().unwrap();
+            assert_eq!(ends.evaluated.load(SeqCst), 1);
+        });
+    }
 }

@@ -457,9 +457,14 @@ impl Registry {
 
     /// Takes out the entries of waits that gave up: for a pump going idle, which evaluates
     /// nothing until the next wait.
+    ///
+    /// Only the slab: an arrival is left where it is, for the holder of the loop lock (or the
+    /// wait itself) to evaluate. Admitting it here would clear [`ARRIVED`] without evaluating
+    /// it, and a wait that counted itself just after the driver found the pump idle, while
+    /// another check held the lock, would then wait for a run a hinted pump may never make.
     pub(crate) fn sweep(&self) {
         let mut removed = Vec::new();
-        let mut slab = self.admit(None);
+        let mut slab = lock(&self.slab);
         let swept = slab.columns.iter_mut().map(|c| c.sweep()).sum();
         slab.take_removed(&mut removed);
         drop(slab);
