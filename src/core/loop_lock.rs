@@ -180,7 +180,12 @@ impl<'a> LoopGuard<'a> {
                     core.next_deadline.set(next);
                 }
                 let budget = core.config.interval / 2;
-                core.registry.evaluate(budget, &mut woken, &mut removed);
+                let seen_all = core.registry.evaluate(budget, &mut woken, &mut removed);
+                // The next tick goes on where this pass stopped; a pump that reports deadlines
+                // has no tick, and the waits not seen may already hold.
+                if !seen_all && core.config.reports_deadline {
+                    core.demand.kick();
+                }
             }
             clock.checked();
             (outcome, round)

@@ -368,27 +368,30 @@ impl Registry {
 
     /// Evaluates entries, starting where the last evaluation stopped, until all were seen or
     /// `budget` is spent. The wakers of the completed ones go to `woken`, the entries taken out
-    /// to `removed`.
+    /// to `removed`. Returns whether all were seen (if not, the next evaluation goes on).
     pub(crate) fn evaluate(
         &self,
         budget: Duration,
         woken: &mut Vec<Waker>,
         removed: &mut Vec<Removed>,
-    ) {
+    ) -> bool {
         let mut slab = self.admit(None);
         let columns = slab.columns.len();
         if columns == 0 {
-            return;
+            return true;
         }
         let mut pass = Pass::new(self, Instant::now().checked_add(budget), woken);
         let first = slab.next_column % columns;
+        let mut seen_all = true;
         for column in (first..columns).chain(0..first) {
             if !slab.columns[column].evaluate(&mut pass) {
                 slab.next_column = column;
+                seen_all = false;
                 break;
             }
         }
         pass.end(&mut slab, removed);
+        seen_all
     }
 
     /// Says which block of entries may have checks running from now on; returns whether any
