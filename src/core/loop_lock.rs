@@ -261,9 +261,21 @@ fn wake(woken: Vec<Waker>, removed: Vec<Removed>) {
 #[cfg(all(test, loom))]
 mod loom_models {
     use std::sync::atomic::Ordering::SeqCst;
+    use std::sync::Arc;
 
     use super::{evaluate_arrivals, LoopGuard};
     use crate::core::loom_support::{core, entry, Ends};
+    use crate::core::Core;
+
+    /// Another thread takes the loop lock if it is free, runs a check, and lets go.
+    fn hold_the_lock_once(core: &Arc<Core>) -> loom::thread::JoinHandle<()> {
+        let core = core.clone();
+        loom::thread::spawn(move || {
+            if let Some(guard) = LoopGuard::try_new(&core) {
+                guard.check(|| ());
+            }
+        })
+    }
 
     /// The loop lock guard: a wait whose status already holds, registering while another
     /// thread holds the lock, is evaluated once — by the guard letting go, or by the wait itself
@@ -273,14 +285,7 @@ mod loom_models {
         loom::model(|| {
             let core = core();
             let ends = Ends::new();
-            let holder = {
-                let core = core.clone();
-                loom::thread::spawn(move || {
-                    if let Some(guard) = LoopGuard::try_new(&core) {
-                        guard.check(|| ());
-                    }
-                })
-            };
+            let holder = hold_the_lock_once(&core);
             core.registry
                 .insert(entry(&ends, true))
                 .unwrap_or_else(|_| panic!("the pump is open"));
@@ -299,14 +304,7 @@ mod loom_models {
         loom::model(|| {
             let core = core();
             let ends = Ends::new();
-            let holder = {
-                let core = core.clone();
-                loom::thread::spawn(move || {
-                    if let Some(guard) = LoopGuard::try_new(&core) {
-                        guard.check(|| ());
-                    }
-                })
-            };
+            let holder = hold_the_lock_once(&core);
             let driver = {
                 let core = core.clone();
                 loom::thread::spawn(move || {
