@@ -297,7 +297,7 @@ mod loom_models {
     }
 
     /// The same, with a driver that found the pump idle just before the wait counted itself
-    /// and sweeps meanwhile (seen in CI as a wait that timed out on a hinted pump): the sweep
+    /// and sweeps meanwhile (seen under load as a wait that timed out on a hinted pump): the sweep
     /// leaves the arrival to the lock's holder, which still evaluates it once.
     #[test]
     fn a_sweep_does_not_take_an_arrival_from_the_locks_holder() {
