@@ -292,7 +292,7 @@ impl Builder {
         let core = Core::new(
             self.config()?,
             self.name.clone(),
-            Runner::Here(Box::new(runner)),
+            Runner::here(runner),
             #[cfg(unix)]
             self.trigger()?,
         );
@@ -339,7 +339,7 @@ impl Builder {
         let core = Core::new(
             config,
             self.name.clone(),
-            Runner::Here(Box::new(run_once)),
+            Runner::here(run_once),
             #[cfg(unix)]
             self.trigger()?,
         );

@@ -1,6 +1,7 @@
 //! The calls a [`LoopHandle`](crate::LoopHandle) sends to the loop's thread, and the one-shot
 //! reply of each.
 
+use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
@@ -10,17 +11,36 @@ use crate::sync::{lock, Mutex};
 /// A call, as the loop's thread runs it: with the state, or dropped unrun if the pump closed.
 pub(crate) type Job<S> = Box<dyn FnOnce(&mut S) + Send>;
 
-/// The calls waiting for the loop's thread.
+/// A wait's cleanup in C ([`WaitKey::on_cancel`](crate::WaitKey::on_cancel)), as the loop's
+/// thread runs it: with the state, or with `None` when there is no state to run it with (the
+/// factory failed), so it can still tidy up what it stands for. It catches its own panic.
+pub(crate) type Cleanup<S> = Box<dyn FnOnce(Option<&mut S>) + Send>;
+
+/// Names a cleanup held by [`Calls::hold`].
+pub(crate) type Ticket = u64;
+
+enum Queued<S> {
+    Call(Job<S>),
+    Cleanup(Cleanup<S>),
+}
+
+/// The calls waiting for the loop's thread, and the cleanups it owes the waits that may still
+/// give up.
 ///
 /// Pushed from any thread; taken and run by the loop's thread alone, between two runs of the
 /// loop. Closed once the thread stops: later calls are refused, queued ones dropped unrun (their
-/// callers hear that the pump closed).
+/// callers hear that the pump closed), and every cleanup still owed — queued, or held for a
+/// wait that has not ended — runs then, with the state, before the state is dropped: a wait that
+/// ends because the pump closed gave up too, and its C object must go before its library does.
 pub(crate) struct Calls<S> {
     queue: Mutex<Queue<S>>,
 }
 
 struct Queue<S> {
-    jobs: Vec<Job<S>>,
+    jobs: Vec<Queued<S>>,
+    /// The cleanups of waits that have not ended, by ticket.
+    held: HashMap<Ticket, Cleanup<S>>,
+    next_ticket: Ticket,
     closed: bool,
 }
 
@@ -29,6 +49,8 @@ impl<S> Default for Calls<S> {
         Calls {
             queue: Mutex::new(Queue {
                 jobs: Vec::new(),
+                held: HashMap::new(),
+                next_ticket: 0,
                 closed: false,
             }),
         }
@@ -42,27 +64,84 @@ impl<S> Calls<S> {
         if queue.closed {
             return Err(job);
         }
-        queue.jobs.push(job);
+        queue.jobs.push(Queued::Call(job));
         Ok(())
     }
 
-    /// Runs every queued call, in order, on the loop's thread. A job catches its own panic.
-    pub(crate) fn run_all(&self, state: &mut S) {
-        let jobs = std::mem::take(&mut lock(&self.queue).jobs);
-        for job in jobs {
-            job(state);
+    /// Holds `cleanup` until the wait it belongs to either [`fire`](Calls::fire)s it or
+    /// [`release`](Calls::release)s it; runs it at the close if neither happened. Hands it back
+    /// if the loop's thread has stopped.
+    pub(crate) fn hold(&self, cleanup: Cleanup<S>) -> Result<Ticket, Cleanup<S>> {
+        let mut queue = lock(&self.queue);
+        if queue.closed {
+            return Err(cleanup);
+        }
+        let ticket = queue.next_ticket;
+        queue.next_ticket += 1;
+        queue.held.insert(ticket, cleanup);
+        Ok(ticket)
+    }
+
+    /// The wait gave up: queues its cleanup for the loop's thread. `false` if the cleanup is no
+    /// longer held: the loop's thread took it as it stopped (and ran it, or had no state to).
+    pub(crate) fn fire(&self, ticket: Ticket) -> bool {
+        let mut queue = lock(&self.queue);
+        match queue.held.remove(&ticket) {
+            Some(cleanup) => {
+                queue.jobs.push(Queued::Cleanup(cleanup));
+                true
+            }
+            None => false,
         }
     }
 
-    /// Refuses further calls and drops the queued ones unrun, outside the lock (a job's drop
-    /// tells its caller).
-    pub(crate) fn close(&self) {
-        let jobs = {
+    /// The wait got its value: its cleanup will not be needed. Dropped outside the lock.
+    pub(crate) fn release(&self, ticket: Ticket) {
+        let cleanup = lock(&self.queue).held.remove(&ticket);
+        if let Some(cleanup) = cleanup {
+            crate::unwind::drop_caught(cleanup);
+        }
+    }
+
+    /// Runs every queued call and cleanup, in order, on the loop's thread. Each catches its own
+    /// panic.
+    pub(crate) fn run_all(&self, state: &mut S) {
+        let jobs = std::mem::take(&mut lock(&self.queue).jobs);
+        for job in jobs {
+            match job {
+                Queued::Call(job) => job(state),
+                Queued::Cleanup(cleanup) => cleanup(Some(state)),
+            }
+        }
+    }
+
+    /// Refuses further calls and cleanups, drops the queued calls unrun (a job's drop tells its
+    /// caller), and runs every cleanup still owed with `state` (`None`: the loop never had
+    /// one). Outside the lock; on the loop's thread.
+    pub(crate) fn close(&self, mut state: Option<&mut S>) {
+        let (jobs, held) = {
             let mut queue = lock(&self.queue);
             queue.closed = true;
-            std::mem::take(&mut queue.jobs)
+            (
+                std::mem::take(&mut queue.jobs),
+                std::mem::take(&mut queue.held),
+            )
         };
-        drop(jobs);
+        let mut held: Vec<_> = held.into_iter().collect();
+        held.sort_unstable_by_key(|(ticket, _)| *ticket);
+        let cleanups = jobs
+            .into_iter()
+            .filter_map(|job| match job {
+                Queued::Call(call) => {
+                    crate::unwind::drop_caught(call);
+                    None
+                }
+                Queued::Cleanup(cleanup) => Some(cleanup),
+            })
+            .collect::<Vec<_>>();
+        for cleanup in cleanups.into_iter().chain(held.into_iter().map(|(_, c)| c)) {
+            cleanup(state.as_deref_mut());
+        }
     }
 }
 

@@ -7,32 +7,44 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use crate::core::{Core, LoopGuard};
+use crate::Error;
 
 /// Future returned by [`Pump::closed`](crate::Pump::closed): resolves once the pump is closed,
 /// no run is in progress and the loop has been dropped — its `run_once` closure, or, on a pump
 /// thread, the state the thread made, dropped on that thread before it ended.
+///
+/// # Errors
+///
+/// [`Error::Reentrant`] when polled from inside the pump (its `run_once`, one of its checks, a
+/// call on its loop's thread, the drop of its loop): the loop cannot be gone while this very
+/// thread is in it, so the future would wait for itself.
 ///
 /// # Cancel safety
 ///
 /// Dropping it changes nothing; it can be made again.
 #[must_use = "futures do nothing unless you `.await` or poll them"]
 pub struct Closed {
+    id: usize,
     inner: Pin<Box<dyn Future<Output = ()> + Send>>,
 }
 
 impl Closed {
     pub(crate) fn new(core: Arc<Core>) -> Closed {
         Closed {
+            id: core.id(),
             inner: Box::pin(closed(core)),
         }
     }
 }
 
 impl Future for Closed {
-    type Output = ();
+    type Output = Result<(), Error>;
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        self.inner.as_mut().poll(cx)
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if crate::reentry::is_inside(self.id) {
+            return Poll::Ready(Err(Error::Reentrant));
+        }
+        self.inner.as_mut().poll(cx).map(Ok)
     }
 }
 

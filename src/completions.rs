@@ -14,7 +14,10 @@ use crate::sync::{lock, Mutex, MutexGuard};
 pub(crate) enum KeyState<V> {
     /// A wait is pending on the key.
     Waiting(Waker),
-    /// Completed; kept until a wait (or [`Completions::take`]) claims it.
+    /// Completed while a wait was pending on the key, which was woken and has not taken the
+    /// value yet: the key is still that wait's, and a second wait on it gets `KeyInUse`.
+    Claimed(V),
+    /// Completed with no wait pending; kept until a wait (or [`Completions::take`]) claims it.
     Done(V),
     /// The wait on the key gave up with a cancel hook ([`WaitKey::on_cancel`]): a value
     /// completed before the hook ran is dropped, not kept. The hook's run on the loop's thread
@@ -41,14 +44,33 @@ impl<K: Eq + Hash + Clone, V> Table<K, V> {
     pub(crate) fn abandon(&self, key: &K) -> Option<V> {
         let mut keys = self.keys();
         match keys.get(key) {
-            Some(KeyState::Done(_)) => match keys.remove(key) {
-                Some(KeyState::Done(value)) => Some(value),
+            Some(KeyState::Done(_) | KeyState::Claimed(_)) => match keys.remove(key) {
+                Some(KeyState::Done(value) | KeyState::Claimed(value)) => Some(value),
                 _ => None,
             },
             _ => {
                 keys.insert(key.clone(), KeyState::Abandoned);
                 None
             }
+        }
+    }
+
+    /// The wait pending on `key` gave up without a cancel hook: takes its waker out, and leaves
+    /// a value completed for it to the next wait or [`Completions::take`].
+    pub(crate) fn leave(&self, key: &K) {
+        let mut keys = self.keys();
+        match keys.remove(key) {
+            Some(KeyState::Claimed(value)) => {
+                keys.insert(key.clone(), KeyState::Done(value));
+            }
+            Some(KeyState::Waiting(waker)) => {
+                drop(keys);
+                drop(waker);
+            }
+            Some(other) => {
+                keys.insert(key.clone(), other);
+            }
+            None => {}
         }
     }
 
@@ -69,7 +91,7 @@ impl<K: Send, V: Send> CloseHook for Table<K, V> {
             .values()
             .filter_map(|state| match state {
                 KeyState::Waiting(waker) => Some(waker.clone()),
-                KeyState::Done(_) | KeyState::Abandoned => None,
+                KeyState::Claimed(_) | KeyState::Done(_) | KeyState::Abandoned => None,
             })
             .collect();
         for waker in wakers {
@@ -147,7 +169,10 @@ impl<K, V> fmt::Debug for Completions<K, V> {
         let keys = self.table.keys();
         let count = |pick: fn(&KeyState<V>) -> bool| keys.values().filter(|s| pick(s)).count();
         f.debug_struct("Completions")
-            .field("waiting", &count(|s| matches!(s, KeyState::Waiting(_))))
+            .field(
+                "waiting",
+                &count(|s| matches!(s, KeyState::Waiting(_) | KeyState::Claimed(_))),
+            )
             .field("unclaimed", &count(|s| matches!(s, KeyState::Done(_))))
             .field("abandoned", &count(|s| matches!(s, KeyState::Abandoned)))
             .finish()
@@ -193,7 +218,14 @@ impl<K: Eq + Hash, V> Completions<K, V> {
                 drop(value);
                 return None;
             }
-            Entry::Occupied(mut state) => Some(state.insert(KeyState::Done(value))),
+            Entry::Occupied(mut state) => {
+                // A wait pending on the key keeps it until it takes the value.
+                let claimed = matches!(state.get(), KeyState::Waiting(_) | KeyState::Claimed(_));
+                Some(state.insert(match claimed {
+                    true => KeyState::Claimed(value),
+                    false => KeyState::Done(value),
+                }))
+            }
             Entry::Vacant(state) => {
                 state.insert(KeyState::Done(value));
                 None
@@ -205,7 +237,7 @@ impl<K: Eq + Hash, V> Completions<K, V> {
                 waker.wake();
                 None
             }
-            Some(KeyState::Done(unclaimed)) => Some(unclaimed),
+            Some(KeyState::Done(unclaimed) | KeyState::Claimed(unclaimed)) => Some(unclaimed),
             Some(KeyState::Abandoned) | None => None,
         }
     }

@@ -126,6 +126,7 @@ mod trace;
 #[cfg(unix)]
 mod trigger;
 mod turn;
+mod unwind;
 mod wait;
 
 pub use backend::Backend;

@@ -9,7 +9,7 @@ use std::task::{Context, Poll};
 
 use std::hash::Hash;
 
-use crate::calls::{Calls, Reply};
+use crate::calls::{Calls, Cleanup, Reply, Ticket};
 use crate::core::Core;
 use crate::{Completions, Error, WaitKey};
 
@@ -109,6 +109,9 @@ impl<S: 'static> LoopHandle<S> {
         if crate::reentry::is_inside(self.core.id()) {
             return Call::failed(&self.core, Error::Reentrant);
         }
+        if let Err(why) = self.core.status() {
+            return Call::failed(&self.core, why);
+        }
         let (reply, answer) = Reply::new();
         let sent = self
             .calls
@@ -150,6 +153,7 @@ impl<S: 'static> LoopHandle<S> {
     where
         F: FnOnce(&mut S) + Send + 'static,
     {
+        self.core.status()?;
         let sent = self.calls.push(Box::new(move |state: &mut S| {
             let _ = catch_unwind(AssertUnwindSafe(|| post(state)));
         }));
@@ -225,6 +229,63 @@ impl<S: 'static> LoopHandle<S> {
         // A closed pump drops `start`; the wait then ends with the pump's error.
         let _ = self.post(start);
         WaitKey::new(self.core.clone(), table, key).on_cancel(self, cancel)
+    }
+}
+
+/// A wait's cleanup held on the loop's thread ([`WaitKey::on_cancel`]): fired when the wait
+/// gives up, released unrun when it is dropped unfired.
+pub(crate) trait HeldCleanup: Send {
+    /// Queues the cleanup for the loop's thread and kicks it. `false` if the thread took it
+    /// already as it stopped (it ran there, or was dropped for want of a state).
+    fn fire(&mut self) -> bool;
+}
+
+struct Held<S> {
+    core: Arc<Core>,
+    calls: Arc<Calls<S>>,
+    ticket: Option<Ticket>,
+}
+
+impl<S> HeldCleanup for Held<S> {
+    fn fire(&mut self) -> bool {
+        let Some(ticket) = self.ticket.take() else {
+            return false;
+        };
+        let queued = self.calls.fire(ticket);
+        if queued {
+            self.core.kick();
+        }
+        queued
+    }
+}
+
+impl<S> Drop for Held<S> {
+    fn drop(&mut self) {
+        if let Some(ticket) = self.ticket.take() {
+            self.calls.release(ticket);
+        }
+    }
+}
+
+impl<S: 'static> LoopHandle<S> {
+    /// Holds `cleanup` for a wait that may give up ([`WaitKey::on_cancel`]); `None` if the
+    /// pump is closed (the cleanup is dropped unrun: nothing was started for it to undo).
+    pub(crate) fn hold_cleanup(&self, cleanup: Cleanup<S>) -> Option<Box<dyn HeldCleanup>> {
+        if self.core.is_closed() {
+            crate::unwind::drop_caught(cleanup);
+            return None;
+        }
+        match self.calls.hold(cleanup) {
+            Ok(ticket) => Some(Box::new(Held {
+                core: self.core.clone(),
+                calls: self.calls.clone(),
+                ticket: Some(ticket),
+            })),
+            Err(cleanup) => {
+                crate::unwind::drop_caught(cleanup);
+                None
+            }
+        }
     }
 }
 

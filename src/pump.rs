@@ -446,6 +446,11 @@ impl Pump {
     /// on that thread, which then ends. For a program that must free C resources in order
     /// (unload a plugin, then its library). It does not close the pump itself; see [`Closed`].
     ///
+    /// # Errors
+    ///
+    /// [`Error::Reentrant`] when awaited from inside the pump (its `run_once`, a check, a call
+    /// on its loop's thread), where it would wait for itself.
+    ///
     /// # Examples
     ///
     /// ```
@@ -465,7 +470,7 @@ impl Pump {
     /// let flag = freed.clone();
     /// let (pump, _handle) = Pump::builder().build_with_state(move || Library(flag), |_| None)?;
     /// pump.close();
-    /// pump.closed().await;
+    /// pump.closed().await?;
     /// assert!(freed.load(Ordering::SeqCst)); // dropped on the pump thread, which has ended
     /// # Ok::<(), ffi_pump::Error>(())
     /// # }).unwrap();

@@ -1,42 +1,56 @@
-//! Which pump, if any, this thread is inside of: running its loop or one of its wait checks.
+//! Which pumps, if any, this thread is inside of: running their loop or one of their checks.
 //!
 //! A C callback inside `run_once` (or a check) that calls back into the pump and blocks on it
-//! would wait for a lock its own thread holds. Recording the pump per thread lets those calls
-//! fail with [`Error::Reentrant`](crate::Error::Reentrant) instead of deadlocking.
+//! would wait for a lock its own thread holds. Recording the pumps per thread lets those calls
+//! fail with [`Error::Reentrant`](crate::Error::Reentrant) instead of deadlocking. Pumps nest
+//! (pump A's `run_once` turns pump B, whose `run_once` calls back into A), so the thread keeps
+//! every pump it is inside of, not only the innermost.
 
-use std::cell::Cell;
+use std::cell::RefCell;
 
 #[cfg(not(loom))]
 std::thread_local! {
-    static INSIDE: Cell<usize> = const { Cell::new(0) };
+    static INSIDE: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
 }
 
 // Loom runs its threads on one OS thread, so "this thread" has to be loom's.
 #[cfg(loom)]
 loom::thread_local! {
-    static INSIDE: Cell<usize> = Cell::new(0);
+    static INSIDE: RefCell<Vec<usize>> = RefCell::new(Vec::new());
 }
 
 /// Marks this thread as inside the pump identified by `id` until dropped.
 pub(crate) struct Inside {
-    outer: usize,
+    /// How many pumps this thread was inside of before; dropping goes back to that. `None` when
+    /// the thread's record is gone (a pump used from another thread-local's destructor).
+    depth: Option<usize>,
 }
 
 impl Inside {
     pub(crate) fn enter(id: usize) -> Inside {
-        Inside {
-            outer: INSIDE.with(|inside| inside.replace(id)),
-        }
+        let depth = INSIDE
+            .try_with(|inside| {
+                let mut inside = inside.borrow_mut();
+                inside.push(id);
+                inside.len() - 1
+            })
+            .ok();
+        Inside { depth }
     }
 }
 
 impl Drop for Inside {
     fn drop(&mut self) {
-        INSIDE.with(|inside| inside.set(self.outer));
+        if let Some(depth) = self.depth {
+            // `truncate`, not `pop`: right even if an inner guard was leaked.
+            let _ = INSIDE.try_with(|inside| inside.borrow_mut().truncate(depth));
+        }
     }
 }
 
-/// Whether this thread is inside the pump identified by `id`.
+/// Whether this thread is inside the pump identified by `id`, however deeply nested.
 pub(crate) fn is_inside(id: usize) -> bool {
-    INSIDE.with(|inside| inside.get() == id)
+    INSIDE
+        .try_with(|inside| inside.borrow().contains(&id))
+        .unwrap_or(false)
 }

@@ -107,6 +107,10 @@ mod on {
             debug!(target: "ffi_pump", parent: &self.0, "skipped tick");
         }
 
+        pub(crate) fn drop_panicked(&self, what: &'static str) {
+            error!(target: "ffi_pump", parent: &self.0, what, "drop panicked");
+        }
+
         pub(crate) fn closed(&self, reason: impl FnOnce() -> Result<(), Error>) {
             match reason() {
                 Err(Error::Panicked) => {
@@ -194,6 +198,9 @@ mod off {
 
         #[inline(always)]
         pub(crate) fn skipped_tick(&self) {}
+
+        #[inline(always)]
+        pub(crate) fn drop_panicked(&self, _: &'static str) {}
 
         /// `reason` is not even asked for.
         #[inline(always)]

@@ -264,7 +264,7 @@ on_every_backend! {
             assert_eq!(turns, 1, "{turns} runs for one readable descriptor (before: {runs_before})");
             // Its sockets are closed before the next placement opens 2 000 more.
             h.pump.close();
-            h.pump.closed().await;
+            h.pump.closed().await.expect("closed from outside the pump");
         }); }
     }
 
@@ -393,7 +393,7 @@ fn a_closed_pump_drops_the_set_with_the_state() {
         let h = harness(Rt::Thread, Placement::PumpThread, 3);
         h.with(|_| ()).await.expect("the pump runs");
         h.pump.close();
-        h.pump.closed().await;
+        h.pump.closed().await.expect("closed from outside the pump");
         assert_eq!(
             h.with(|library| library.descriptors.len()).await,
             Err(Error::Closed)

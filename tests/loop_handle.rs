@@ -229,14 +229,14 @@ fn closed_returns_after_the_state_was_dropped_on_the_pump_thread() {
         let home = kit.home.lock().unwrap().expect("the factory ran");
         assert!(kit.dropped.lock().unwrap().is_none());
         kit.pump.close();
-        kit.pump.closed().await;
+        kit.pump.closed().await.expect("closed from outside the pump");
         assert_eq!(
             *kit.dropped.lock().unwrap(),
             Some(home),
             "dropped, on the loop's thread"
         );
         // Again, and from a clone: already so.
-        kit.pump.clone().closed().await;
+        kit.pump.clone().closed().await.expect("closed from outside the pump");
     });
 }
 
@@ -257,7 +257,7 @@ fn closed_drops_a_loop_that_lives_in_the_lock() {
     futures_lite::future::block_on(async {
         pump.turn().await.expect("turn");
         pump.close();
-        pump.closed().await;
+        pump.closed().await.expect("closed from outside the pump");
         assert!(dropped.load(Ordering::SeqCst), "run_once was dropped");
     });
 }

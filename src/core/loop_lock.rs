@@ -14,12 +14,17 @@ use crate::reentry::Inside;
 use crate::registry::{LeftToDo, Removed};
 use crate::sync::fence;
 use crate::trace::{Cause, Round, RoundClock};
+use crate::unwind::DropCaught;
 use crate::Error;
+
+/// The loop, when it lives in the pump: returns when it next needs to run, if it says.
+type RunOnce = Box<dyn FnMut() -> Option<Instant> + Send>;
 
 /// Where the loop lives.
 pub(crate) enum Runner {
-    /// Here: whoever holds the lock calls it. Returns when it next needs to run, if it says.
-    Here(Box<dyn FnMut() -> Option<Instant> + Send>),
+    /// Here: whoever holds the lock calls it. Whatever drops it last (the pump's last handle,
+    /// a task that held it) is spared a panic from its captures' `Drop`.
+    Here(DropCaught<RunOnce>),
     /// On the pump's own thread ([`Builder::build_on_thread`](crate::Builder::build_on_thread)),
     /// the only place that may call it; the thread passes it to [`LoopGuard::run`].
     OnPumpThread,
@@ -44,6 +49,13 @@ pub(crate) type Lock = std::pin::Pin<Box<dyn std::future::Future<Output = RawGua
 
 /// The mutex's own guard; only a [`LoopGuard`] holds one.
 pub(crate) type RawGuard = MutexGuardArc<Runner>;
+
+impl Runner {
+    /// The loop lives here.
+    pub(crate) fn here(run_once: impl FnMut() -> Option<Instant> + Send + 'static) -> Runner {
+        Runner::Here(DropCaught::new(Box::new(run_once)))
+    }
+}
 
 impl LoopLock {
     pub(crate) fn new(runner: Runner) -> LoopLock {
@@ -133,12 +145,16 @@ impl<'a> LoopGuard<'a> {
             .raw
             .as_mut()
             .expect("a guard holds the lock until dropped");
-        match &**raw {
-            Runner::OnPumpThread => false,
-            Runner::Here(_) | Runner::Gone => {
-                **raw = Runner::Gone;
+        match std::mem::replace(&mut **raw, Runner::Gone) {
+            Runner::OnPumpThread => {
+                **raw = Runner::OnPumpThread;
+                false
+            }
+            Runner::Here(run_once) => {
+                self.core.drop_user("run_once", run_once.into_inner());
                 true
             }
+            Runner::Gone => true,
         }
     }
 
@@ -169,7 +185,7 @@ impl<'a> LoopGuard<'a> {
                 .expect("a guard holds the lock until dropped");
             let outcome = catch_unwind(AssertUnwindSafe(|| match (local, &mut **raw) {
                 (Some(run_once), _) => run_once(),
-                (None, Runner::Here(run_once)) => run_once(),
+                (None, Runner::Here(run_once)) => run_once.get_mut()(),
                 // `turn` asks the pump thread instead; a closed pump has no loop left.
                 (None, Runner::OnPumpThread | Runner::Gone) => None,
             }));
@@ -255,7 +271,9 @@ fn wake(woken: Vec<Waker>, removed: Vec<Removed>) {
     for waker in woken {
         waker.wake();
     }
-    drop(removed);
+    for entry in removed {
+        crate::unwind::drop_caught(entry);
+    }
 }
 
 #[cfg(all(test, loom))]

@@ -159,6 +159,16 @@ impl Core {
         self.close();
     }
 
+    /// Drops something of the user's that belongs to this pump (its loop, the loop's state),
+    /// catching a panic in its `Drop`, which is reported like a panic in `run_once`: the pump
+    /// closes with [`Error::Panicked`].
+    pub(crate) fn drop_user(&self, what: &'static str, value: impl Sized) {
+        if crate::unwind::drop_caught(value) {
+            self.span.drop_panicked(what);
+            self.fail(Error::Panicked);
+        }
+    }
+
     /// Whether a new wait may start: not from inside this pump on this thread (it would wait
     /// for itself), not on a stopped pump, not on a pump nobody drives.
     pub(crate) fn may_wait(&self) -> Result<(), Error> {
@@ -230,7 +240,7 @@ pub(crate) mod loom_support {
         Core::new(
             config,
             None,
-            Runner::Here(Box::new(|| None)),
+            Runner::here(|| None),
             #[cfg(unix)]
             None,
         )

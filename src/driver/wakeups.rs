@@ -69,6 +69,8 @@ pub(crate) struct Wakeups<'a> {
     /// The last run was for readiness: look whether the library still has its descriptor.
     #[cfg(unix)]
     after_readiness: bool,
+    /// The pump was idle since the timer last ran: its missed ticks are not owed.
+    rested: bool,
 }
 
 impl<'a> Wakeups<'a> {
@@ -93,6 +95,7 @@ impl<'a> Wakeups<'a> {
                 .map_err(Error::Trigger)?,
             #[cfg(unix)]
             after_readiness: false,
+            rested: false,
         })
     }
 
@@ -118,14 +121,38 @@ impl<'a> Wakeups<'a> {
                 continue;
             }
             if core.demand.is_idle() {
+                // Idle: no ticks and no deadlines, but readiness still runs the loop (the
+                // library's own I/O: data to send, a peer that hung up), as kicks and calls do.
+                self.rested = true;
                 core.registry.sweep();
-                demand.await;
-                // The first wait after idle gets its run one interval from now, not a burst of
-                // ticks the timer missed while asleep.
-                if !core.config.reports_deadline {
-                    self.timer.set_interval(core.config.interval);
+                let woke = async {
+                    demand.await;
+                    Woke::Demand
+                }
+                .or(readiness(
+                    #[cfg(unix)]
+                    self.watch.as_ref(),
+                ))
+                .await;
+                match woke {
+                    #[cfg(unix)]
+                    Woke::Ready => {
+                        self.after_readiness = true;
+                        return Next::Run(Cause::Readiness);
+                    }
+                    #[cfg(unix)]
+                    Woke::TriggerFailed(kind) => {
+                        core.fail(Error::Trigger(kind));
+                        return Next::Stop;
+                    }
+                    Woke::Timer(_) | Woke::Demand => {}
                 }
                 continue;
+            }
+            // The first wait after idle gets its run one interval from now, not a burst of ticks
+            // the timer missed while asleep.
+            if std::mem::take(&mut self.rested) && !core.config.reports_deadline {
+                self.timer.set_interval(core.config.interval);
             }
             if core.config.reports_deadline {
                 // Sleep exactly until the library says it has work; nothing due, no run.

@@ -472,7 +472,9 @@ impl Registry {
         slab.take_removed(&mut removed);
         drop(slab);
         self.unmark(swept);
-        drop(removed);
+        for entry in removed {
+            crate::unwind::drop_caught(entry);
+        }
     }
 
     /// Refuses new entries, takes every entry out and wakes their waits, which will never
@@ -496,7 +498,11 @@ impl Registry {
         for waker in wakers {
             waker.wake();
         }
-        drop(arrived);
-        drop(removed);
+        for entry in arrived {
+            crate::unwind::drop_caught(entry);
+        }
+        for entry in removed {
+            crate::unwind::drop_caught(entry);
+        }
     }
 }

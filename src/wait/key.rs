@@ -4,6 +4,7 @@ use std::collections::hash_map::Entry;
 use std::fmt;
 use std::future::Future;
 use std::hash::Hash;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
@@ -11,6 +12,7 @@ use std::task::{Context, Poll};
 use super::{Pending, Timeout, Wait};
 use crate::completions::{KeyState, Table};
 use crate::core::{CloseHook, Core};
+use crate::loop_handle::HeldCleanup;
 use crate::{Completions, Error, LoopHandle};
 
 enum State {
@@ -24,13 +26,14 @@ enum State {
 }
 
 /// The wait's side of a completion-driven wait: its key in the table.
-struct Keyed<K: Eq + Hash, V> {
+struct Keyed<K: Eq + Hash + Clone, V> {
     core: Arc<Core>,
     table: Arc<Table<K, V>>,
     key: K,
     state: State,
-    /// [`WaitKey::on_cancel`]: marks the key abandoned and sends the hook to the loop's thread.
-    on_cancel: Option<Box<dyn FnOnce() + Send>>,
+    /// [`WaitKey::on_cancel`]: the cleanup held on the loop's thread. Fired when the wait gives
+    /// up; dropping it (the wait got its value, or the key was not its) releases it unrun.
+    on_cancel: Option<Box<dyn HeldCleanup>>,
 }
 
 impl<K, V> Keyed<K, V>
@@ -62,18 +65,23 @@ where
         }
         let mut keys = self.table.keys();
         match keys.entry(self.key.clone()) {
-            Entry::Occupied(state) if matches!(state.get(), KeyState::Done(_)) => {
-                let KeyState::Done(value) = state.remove() else {
-                    unreachable!("matched Done")
+            // Its own value, or (for a new wait) one completed before anybody waited.
+            Entry::Occupied(state)
+                if (matches!(state.get(), KeyState::Claimed(_)) && !new)
+                    || matches!(state.get(), KeyState::Done(_)) =>
+            {
+                let (KeyState::Claimed(value) | KeyState::Done(value)) = state.remove() else {
+                    unreachable!("matched a value")
                 };
                 drop(keys);
                 self.on_cancel = None;
                 self.state = State::Done;
                 Poll::Ready(Ok(value))
             }
-            // Another wait's, or abandoned by one whose cancel hook has not run yet: its cancel
-            // hook is not this wait's to run.
+            // Another wait's (pending, or woken with its value), or abandoned by one whose
+            // cancel hook has not run yet: neither the key nor its cancel hook is this wait's.
             Entry::Occupied(_) if new => {
+                drop(keys);
                 self.on_cancel = None;
                 self.state = State::Done;
                 Poll::Ready(Err(Error::KeyInUse))
@@ -114,30 +122,34 @@ where
     }
 }
 
-impl<K: Eq + Hash, V> Keyed<K, V> {
+impl<K: Eq + Hash + Clone, V> Keyed<K, V> {
     /// Gives up (timed out, dropped, or the pump closed): takes this wait's waker out of the
     /// table. Without a cancel hook a completed value stays there for the next wait on the key,
-    /// or for [`Completions::take`]; with one, the hook marks the key abandoned (a value
-    /// completed before the hook runs is dropped) and goes to the loop's thread.
+    /// or for [`Completions::take`]; with one, the key is marked abandoned (a value completed
+    /// before the hook runs is dropped) and the hook goes to the loop's thread — or, if that
+    /// thread took it already as it stopped, the mark goes again at once.
     fn leave(&mut self) {
         let waiting = matches!(self.state, State::Waiting { .. });
         self.state = State::Done;
-        if let Some(hook) = self.on_cancel.take() {
-            return hook();
+        if let Some(mut hook) = self.on_cancel.take() {
+            let late = self.table.abandon(&self.key);
+            if !hook.fire() {
+                self.table.unmark(&self.key);
+            }
+            drop(hook);
+            crate::unwind::drop_caught(late);
+            return;
         }
         if waiting {
-            let mut keys = self.table.keys();
-            if matches!(keys.get(&self.key), Some(KeyState::Waiting(_))) {
-                keys.remove(&self.key);
-            }
+            self.table.leave(&self.key);
         }
     }
 }
 
 // The key is never pinned (only cloned and compared), so the wait may move freely.
-impl<K: Eq + Hash, V> Unpin for Keyed<K, V> {}
+impl<K: Eq + Hash + Clone, V> Unpin for Keyed<K, V> {}
 
-impl<K: Eq + Hash, V> Drop for Keyed<K, V> {
+impl<K: Eq + Hash + Clone, V> Drop for Keyed<K, V> {
     fn drop(&mut self) {
         self.leave();
     }
@@ -171,11 +183,11 @@ impl<K: Eq + Hash, V> Drop for Keyed<K, V> {
 /// # });
 /// ```
 #[must_use = "futures do nothing unless you `.await` or poll them"]
-pub struct WaitKey<K: Eq + Hash, V> {
+pub struct WaitKey<K: Eq + Hash + Clone, V> {
     wait: Timeout<Keyed<K, V>>,
 }
 
-impl<K: Eq + Hash, V> WaitKey<K, V> {
+impl<K: Eq + Hash + Clone, V> WaitKey<K, V> {
     pub(crate) fn new(core: Arc<Core>, table: &Completions<K, V>, key: K) -> Self {
         WaitKey {
             wait: Timeout::new(Keyed {
@@ -213,13 +225,21 @@ where
     V: Send + 'static,
 {
     /// Cleans up in C when this wait gives up: if it times out, is dropped, or its pump closes
-    /// before its key completed, `cancel` is sent to the loop's thread ([`LoopHandle::post`]),
+    /// before the wait took its value, `cancel` runs on the loop's thread with the state,
     /// exactly once, to remove the C object the key stood for (a transfer, a timer). A value
-    /// completed for the key after the wait gave up and before `cancel` ran is dropped instead
-    /// of kept for a wait that will never come.
+    /// completed for the key and not yet taken when the wait gave up, or completed after and
+    /// before `cancel` ran, is dropped instead of kept for a wait that will never come.
+    ///
+    /// When the pump closes, the cancels of the waits it ends run on the loop's thread before
+    /// the state is dropped, after the last run; if the state was never made (the factory
+    /// panicked), they are dropped unrun. A panic in `cancel` is caught there and goes no
+    /// further, like one in [`LoopHandle::post`]: the key is free again either way.
     ///
     /// Not run when the wait gets its value, nor when it fails with [`Error::KeyInUse`] (the key
     /// is another wait's). Until the hook has run, a new wait on the key gets `KeyInUse`.
+    ///
+    /// If the pump is closed already, `cancel` is dropped unrun (the work it would undo was
+    /// never started: [`LoopHandle::submit`] drops `start` then too).
     ///
     /// # Examples
     ///
@@ -252,17 +272,14 @@ where
         cancel: impl FnOnce(&mut S) + Send + 'static,
     ) -> Self {
         let keyed = self.wait.wait_mut();
-        let (table, key, handle) = (keyed.table.clone(), keyed.key.clone(), handle.clone());
-        keyed.on_cancel = Some(Box::new(move || {
-            drop(table.abandon(&key));
-            let (marked, mark) = (table.clone(), key.clone());
-            let sent = handle.post(move |state| {
-                cancel(state);
-                marked.unmark(&mark);
-            });
-            if sent.is_err() {
-                table.unmark(&key);
+        let (table, key) = (keyed.table.clone(), keyed.key.clone());
+        keyed.on_cancel = handle.hold_cleanup(Box::new(move |state| {
+            match state {
+                // Caught, so the key is let go of whatever `cancel` does.
+                Some(state) => drop(catch_unwind(AssertUnwindSafe(|| cancel(state)))),
+                None => drop(crate::unwind::drop_caught(cancel)),
             }
+            table.unmark(&key);
         }));
         self
     }
@@ -280,7 +297,7 @@ where
     }
 }
 
-impl<K: Eq + Hash + fmt::Debug, V> fmt::Debug for WaitKey<K, V> {
+impl<K: Eq + Hash + Clone + fmt::Debug, V> fmt::Debug for WaitKey<K, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("WaitKey")
             .field("key", &self.wait.wait().key)

@@ -114,7 +114,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .into());
             }
             client.pump().close();
-            smol::block_on(client.pump().closed());
+            smol::block_on(client.pump().closed()).expect("closed from outside the pump");
         }
     }
     Ok(())

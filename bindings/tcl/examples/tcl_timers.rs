@@ -94,7 +94,7 @@ fn measure(schedule: Schedule) -> Result<Row, Box<dyn std::error::Error>> {
     late.sort_by(f64::total_cmp);
     let at = |q: f64| late[((late.len() - 1) as f64 * q) as usize];
     tcl.pump().close();
-    smol::block_on(tcl.pump().closed());
+    smol::block_on(tcl.pump().closed()).expect("closed from outside the pump");
     Ok(Row {
         runs,
         runs_per_s: runs as f64 / wall.as_secs_f64(),

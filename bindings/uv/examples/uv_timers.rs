@@ -54,6 +54,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     println!("  wall time          {:.1} ms", wall.as_secs_f64() * 1e3);
     uv.pump().close();
-    smol::block_on(uv.pump().closed());
+    smol::block_on(uv.pump().closed()).expect("closed from outside the pump");
     Ok(())
 }

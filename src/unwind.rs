@@ -1,0 +1,40 @@
+//! User code that runs where a panic must not go on unwinding: drops of what the user handed
+//! the pump (its `run_once` closure, the loop's state, a check's or a call's captures).
+//!
+//! Such a value is dropped wherever the last reference to it dies: inside a task's drop, which
+//! aborts the process on smol when it panics, or in whichever waiting task happened to let go
+//! last, which would then panic for somebody else's bug. Dropped here instead, a panic stays
+//! in the pump, which reports it (see the crate docs, "Panics in user code").
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// Drops `value`, catching a panic in its `Drop`; `true` if it panicked.
+pub(crate) fn drop_caught<T>(value: T) -> bool {
+    catch_unwind(AssertUnwindSafe(move || drop(value))).is_err()
+}
+
+/// Holds a value whose drop runs user code, and drops it with [`drop_caught`].
+pub(crate) struct DropCaught<T>(Option<T>);
+
+impl<T> DropCaught<T> {
+    pub(crate) fn new(value: T) -> DropCaught<T> {
+        DropCaught(Some(value))
+    }
+
+    pub(crate) fn get_mut(&mut self) -> &mut T {
+        self.0.as_mut().expect("taken only on the way out")
+    }
+
+    /// The value, to be dropped by a caller that reports a panic in its drop.
+    pub(crate) fn into_inner(mut self) -> T {
+        self.0.take().expect("taken only on the way out")
+    }
+}
+
+impl<T> Drop for DropCaught<T> {
+    fn drop(&mut self) {
+        if let Some(value) = self.0.take() {
+            drop_caught(value);
+        }
+    }
+}
