@@ -160,6 +160,14 @@ pub async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
     }
 }
 
+/// Waits until `n` waits are pending on `pump`.
+pub async fn pending(pump: &Pump, n: usize) {
+    eventually(&format!("{n} waits are pending"), || {
+        pump.stats().pending_waits == n
+    })
+    .await;
+}
+
 /// A fixture with `n` ids, each armed to become ready at a random moment within `spread`.
 pub fn fixture_spread(n: u32, spread: Duration) -> Arc<FakeLoop> {
     let fx = Arc::new(FakeLoop::new(n));

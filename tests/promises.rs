@@ -1,0 +1,383 @@
+//! The promises the docs make at the edges — under panics, re-entrancy, close and a library's
+//! own I/O — each as the few lines that once broke it (issue 21: a bus library bound from the
+//! docs alone, and hostile probes through the public API).
+
+mod common;
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::eventually;
+use ffi_pump::{Completions, Error, Pump};
+
+/// How long a step may take before the test calls it a hang.
+const HANG: Duration = Duration::from_secs(10);
+
+/// `future`, or a failure naming `what` if it does not finish within [`HANG`].
+async fn within<T>(what: &str, future: impl Future<Output = T>) -> T {
+    futures_lite::FutureExt::or(future, async {
+        async_io::Timer::after(HANG).await;
+        panic!("{what} did not finish within {HANG:?}: it hangs");
+    })
+    .await
+}
+
+/// Sets its flag, then panics, when dropped.
+struct Bomb(Arc<AtomicBool>);
+
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        self.0.store(true, SeqCst);
+        panic!("a Drop that panics (expected by this test)");
+    }
+}
+
+on_every_backend! {
+    // 1. `submit`'s cancel runs when the pump closes, on the loop's thread, with the state
+    //    still there.
+    fn issue_21_submits_cancel_runs_when_the_pump_closes(rt: Rt) {
+        rt.block_on(async {
+            // The state counts the cancels it saw; its drop records how many that was.
+            struct Library {
+                cancelled: usize,
+                seen_at_drop: Arc<AtomicUsize>,
+            }
+            impl Drop for Library {
+                fn drop(&mut self) {
+                    self.seen_at_drop.store(self.cancelled, SeqCst);
+                }
+            }
+            let seen_at_drop = Arc::new(AtomicUsize::new(usize::MAX));
+            let record = seen_at_drop.clone();
+            let (pump, library) = Pump::builder()
+                .build_with_state(
+                    move || Library { cancelled: 0, seen_at_drop: record },
+                    |_| None,
+                )
+                .expect("pump thread starts");
+            let table = Completions::<u32, ()>::new();
+            let waits: Vec<_> = (0..20)
+                .map(|id| {
+                    let wait = library.submit(
+                        &table,
+                        id,
+                        |_| {},
+                        |library: &mut Library| library.cancelled += 1,
+                    );
+                    rt.spawn(wait)
+                })
+                .collect();
+            common::pending(&pump, 20).await;
+            pump.close();
+            for wait in waits {
+                assert_eq!(within("a wait after close", wait).await, Err(Error::Closed));
+            }
+            within("closed()", pump.closed()).await.expect("closed from outside");
+            assert_eq!(
+                seen_at_drop.load(SeqCst),
+                20,
+                "cancels run with the state before it dropped"
+            );
+        });
+    }
+
+    // 2. After the factory panics, `call` and `post` say so at once, and a call sent while
+    //    the factory still ran ends too.
+    fn issue_21_calls_end_when_the_factory_panics(rt: Rt) {
+        rt.block_on(async {
+            let (go, gate) = std::sync::mpsc::channel::<()>();
+            let gate = Mutex::new(gate);
+            let (pump, handle) = Pump::builder()
+                .build_with_state(
+                    move || -> u32 {
+                        let _ = gate.lock().unwrap().recv();
+                        panic!("the factory panics (expected by this test)");
+                    },
+                    |_| None,
+                )
+                .expect("pump thread starts");
+            let early = handle.call(|n| *n);
+            go.send(()).expect("the factory waits");
+            assert_eq!(within("a call sent during the factory", early).await, Err(Error::Panicked));
+            let probe = pump.clone();
+            eventually("the pump is closed", || probe.is_closed()).await;
+            let kept = Arc::new(AtomicUsize::new(0));
+            for _ in 0..100 {
+                let token = Arc::clone(&kept);
+                assert_eq!(handle.post(move |_| drop(token)), Err(Error::Panicked));
+            }
+            assert_eq!(Arc::strong_count(&kept), 1, "refused posts are not kept");
+            assert_eq!(within("a call after", handle.call(|n| *n)).await, Err(Error::Panicked));
+            within("closed()", pump.closed()).await.expect("closed from outside");
+        });
+    }
+
+    // 3. A cancel that panics still lets go of its key: the next wait on it gets its value.
+    fn issue_21_a_panicking_cancel_frees_its_key(rt: Rt) {
+        rt.block_on(async {
+            let (pump, handle) = Pump::builder()
+                .build_with_state(|| (), |_| None)
+                .expect("pump thread starts");
+            let table = Completions::<u32, u32>::new();
+            let outcome = handle
+                .submit(&table, 7, |_| {}, |_| panic!("a cancel that panics (expected by this test)"))
+                .timeout(Duration::from_millis(20))
+                .await;
+            assert_eq!(outcome, Err(Error::TimedOut));
+            // Calls run in order: once this one ran, so had the cancel.
+            within("a call", handle.call(|_| ())).await.expect("the pump goes on");
+            table.complete(7, 1);
+            assert_eq!(table.take(&7), Some(1), "a value for the key is kept again");
+            let waiting = rt.spawn(pump.wait_key(&table, 7).timeout(HANG));
+            common::pending(&pump, 1).await;
+            table.complete(7, 2);
+            assert_eq!(waiting.await, Ok(2), "a new wait holds the key");
+            assert!(!pump.is_closed(), "a panicking cancel does not stop the pump");
+        });
+    }
+
+    // 4. A `Drop` that panics in what `run_once` captured never aborts (it did on smol, where
+    //    the closure went with the driver's task), nor lands in a task that happened to drop
+    //    it: waits end `Closed`.
+    fn issue_21_a_panicking_drop_of_run_once_never_aborts(rt: Rt) {
+        rt.block_on(async {
+            for with_a_wait in [false, true] {
+                let dropped = Arc::new(AtomicBool::new(false));
+                let bomb = Bomb(dropped.clone());
+                let pump = Pump::new(move || {
+                    let _ = &bomb;
+                });
+                pump.spawn_on(rt.backend()).expect("backend available");
+                within("a turn", pump.turn()).await.expect("the pump runs");
+                // The wait holds the pump's insides, not a handle: dropping `pump` closes it.
+                let waiting = with_a_wait.then(|| rt.spawn(pump.wait_until(|| false)));
+                if with_a_wait {
+                    common::pending(&pump, 1).await;
+                }
+                // The last handle: the pump closes, and the closure goes with the last internal
+                // reference, wherever that is (the driver's task, the waiting task).
+                drop(pump);
+                if let Some(waiting) = waiting {
+                    assert_eq!(within("the wait", waiting).await, Err(Error::Closed));
+                }
+                eventually("the closure was dropped", || dropped.load(SeqCst)).await;
+            }
+        });
+    }
+
+    // 4. The same for the state of a loop on its thread: `closed()` returns, and the pump
+    //    reports the panic.
+    fn issue_21_a_panicking_drop_of_the_state_is_reported(rt: Rt) {
+        rt.block_on(async {
+            let dropped = Arc::new(AtomicBool::new(false));
+            let flag = dropped.clone();
+            let (pump, _handle) = Pump::builder()
+                .build_with_state(move || Bomb(flag), |_| None)
+                .expect("pump thread starts");
+            pump.close();
+            within("closed()", pump.closed()).await.expect("closed from outside");
+            assert!(dropped.load(SeqCst), "the state was dropped");
+            assert!(pump.stats().panicked, "the panic is reported: {:?}", pump.stats());
+        });
+    }
+
+    // 5. `closed()` from inside the pump is refused instead of waiting for itself: in a
+    //    check, in a call, in `run_once`.
+    fn issue_21_closed_from_inside_the_pump_is_refused(rt: Rt) {
+        rt.block_on(async {
+            let pump = rt.pump_with(Pump::builder(), || {});
+            let probe = pump.clone();
+            let in_check = within(
+                "a check awaiting closed()",
+                pump.wait_for(move || Some(futures_lite::future::block_on(probe.closed()))),
+            )
+            .await;
+            assert_eq!(in_check, Ok(Err(Error::Reentrant)));
+
+            let (on_thread, handle) = Pump::builder()
+                .build_with_state(|| (), |_| None)
+                .expect("pump thread starts");
+            let probe = on_thread.clone();
+            let in_call = within(
+                "a call awaiting closed()",
+                handle.call(move |_| {
+                    probe.close();
+                    futures_lite::future::block_on(probe.closed())
+                }),
+            )
+            .await;
+            assert_eq!(in_call, Ok(Err(Error::Reentrant)));
+
+            let slot: Arc<Mutex<Option<Pump>>> = Arc::default();
+            let seen: Arc<Mutex<Option<Result<(), Error>>>> = Arc::default();
+            let (inner, record) = (slot.clone(), seen.clone());
+            let pump = Pump::new(move || {
+                if let Some(me) = inner.lock().unwrap().take() {
+                    *record.lock().unwrap() = Some(futures_lite::future::block_on(me.closed()));
+                }
+            });
+            pump.spawn_on(rt.backend()).expect("backend available");
+            *slot.lock().unwrap() = Some(pump.clone());
+            within("a turn", pump.turn()).await.expect("the pump runs");
+            assert_eq!(*seen.lock().unwrap(), Some(Err(Error::Reentrant)));
+        });
+    }
+
+    // 6. Nested pumps: A's `run_once` turns B, whose `run_once` calls back into A, all on one
+    //    thread. A's calls there are refused; nothing deadlocks.
+    fn issue_21_nested_pumps_refuse_reentry(rt: Rt) {
+        rt.block_on(async {
+            type Slot = Arc<Mutex<Option<Pump>>>;
+            let (a_slot, b_slot): (Slot, Slot) = Default::default();
+            let seen: Arc<Mutex<Vec<Result<(), Error>>>> = Arc::default();
+            // An hour's interval: neither driver runs by itself, so the turns run inline.
+            let quiet = || Pump::builder().interval(Duration::from_secs(3600));
+            let (to_b, record) = (b_slot.clone(), seen.clone());
+            let a = quiet()
+                .build(move || {
+                    if let Some(b) = to_b.lock().unwrap().clone() {
+                        let turned = futures_lite::future::block_on(b.turn());
+                        record.lock().unwrap().push(turned);
+                    }
+                })
+                .expect("valid settings");
+            let (to_a, record) = (a_slot.clone(), seen.clone());
+            let b = quiet()
+                .build(move || {
+                    if let Some(a) = to_a.lock().unwrap().clone() {
+                        let turned = futures_lite::future::block_on(a.turn());
+                        let waited = futures_lite::future::block_on(a.wait_until(|| true));
+                        record.lock().unwrap().extend([turned, waited]);
+                    }
+                })
+                .expect("valid settings");
+            a.spawn_on(rt.backend()).expect("backend available");
+            b.spawn_on(rt.backend()).expect("backend available");
+            *a_slot.lock().unwrap() = Some(a.clone());
+            *b_slot.lock().unwrap() = Some(b.clone());
+            within("A's turn", a.turn()).await.expect("A runs");
+            // Break the cycle of handles, so both pumps can close.
+            a_slot.lock().unwrap().take();
+            b_slot.lock().unwrap().take();
+            let seen = seen.lock().unwrap().clone();
+            assert!(
+                seen.starts_with(&[Err(Error::Reentrant), Err(Error::Reentrant), Ok(())]),
+                "B's run refused A's turn and wait, then A's turn of B finished: {seen:?}"
+            );
+        });
+    }
+
+    // 7. A value completed for a wait is that wait's: a second wait on the key, between the
+    //    completion and the first wait's next poll, gets `KeyInUse`.
+    fn issue_21_a_woken_waits_value_cannot_be_stolen(rt: Rt) {
+        rt.block_on(async {
+            let pump = rt.pump_with(Pump::builder(), || {});
+            let table = Completions::<u32, u32>::new();
+            let mut first = Box::pin(pump.wait_key(&table, 1));
+            assert!(futures_lite::future::poll_once(first.as_mut()).await.is_none());
+            table.complete(1, 5);
+            assert_eq!(pump.wait_key(&table, 1).await, Err(Error::KeyInUse));
+            assert_eq!(table.take(&1), None, "take does not steal it either");
+            assert_eq!(within("the first wait", first).await, Ok(5));
+
+            // The same with real tasks: the first wait always gets its value.
+            for round in 0..20 {
+                let first = rt.spawn(pump.wait_key(&table, round).timeout(HANG));
+                common::pending(&pump, 1).await;
+                table.complete(round, round);
+                let second = pump.wait_key(&table, round).timeout(Duration::from_millis(5)).await;
+                assert!(
+                    matches!(second, Err(Error::KeyInUse | Error::TimedOut)),
+                    "round {round}: the second wait got {second:?}"
+                );
+                assert_eq!(first.await, Ok(round), "round {round}");
+            }
+        });
+    }
+}
+
+// 8, which needs the descriptor set (epoll).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+mod io {
+    use super::*;
+    use crate::on_every_backend;
+    use std::io::{ErrorKind, Read, Write};
+    use std::os::unix::net::UnixStream;
+    use std::time::Instant;
+
+    on_every_backend! {
+        // 8. Data a library queues with nobody waiting goes out: readiness of its descriptors
+        //    runs an idle pump (here: 4 MiB through a socket whose buffer holds far less).
+        fn issue_21_a_write_queued_with_nobody_waiting_goes_out(rt: Rt) {
+            rt.block_on(async {
+                const SIZE: usize = 4 << 20;
+                let (socket, mut peer) = UnixStream::pair().expect("socket pair");
+                socket.set_nonblocking(true).expect("non-blocking");
+                let reader = std::thread::spawn(move || {
+                    let mut data = Vec::new();
+                    peer.set_read_timeout(Some(HANG / 2)).expect("read timeout");
+                    while data.len() < SIZE {
+                        let mut chunk = vec![0; 64 << 10];
+                        match peer.read(&mut chunk) {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => data.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    data.len()
+                });
+                let (pump, library) = Pump::builder()
+                    .build_with_descriptors(
+                        move |descriptors| Sender { descriptors, socket, left: 0 },
+                        Sender::run_once,
+                    )
+                    .expect("pump thread starts");
+                library
+                    .call(|sender| sender.send(SIZE))
+                    .await
+                    .expect("the call runs")
+                    .expect("the socket can be watched");
+                let started = Instant::now();
+                eventually("the reader has every byte or gave up", || reader.is_finished()).await;
+                assert_eq!(
+                    reader.join().expect("the reader thread"),
+                    SIZE,
+                    "every byte went out with no wait pending ({:?}, {} rounds)",
+                    started.elapsed(),
+                    pump.stats().rounds
+                );
+                assert_eq!(pump.stats().pending_waits, 0);
+            });
+        }
+    }
+
+    /// A library that queues data and writes it when its socket is writable.
+    struct Sender {
+        descriptors: ffi_pump::Descriptors,
+        socket: UnixStream,
+        left: usize,
+    }
+
+    impl Sender {
+        fn send(&mut self, bytes: usize) -> std::io::Result<()> {
+            self.left += bytes;
+            self.descriptors.watch(&self.socket, ffi_pump::Interest::WRITABLE)
+        }
+
+        fn run_once(&mut self) -> Option<Instant> {
+            let chunk = [7_u8; 64 << 10];
+            while self.left > 0 {
+                match self.socket.write(&chunk[..self.left.min(chunk.len())]) {
+                    Ok(n) => self.left -= n,
+                    Err(err) if err.kind() == ErrorKind::WouldBlock => break,
+                    Err(err) => panic!("write: {err}"),
+                }
+            }
+            if self.left == 0 {
+                let _ = self.descriptors.unwatch(&self.socket);
+            }
+            None
+        }
+    }
+}
