@@ -22,9 +22,12 @@ pub enum Rt {
     AsyncStd,
     /// Pump spawned with `Backend::Tokio`, tasks on a 4-worker multi-thread runtime.
     Tokio,
-    /// No runtime: the pump on its own thread (`Builder::build_on_thread`), tasks on a plain
-    /// `async-executor` run by two threads.
+    /// No runtime: the pump future driven by a thread of its own (`Backend::Thread`), tasks on a
+    /// plain `async-executor` run by two threads.
     Thread,
+    /// The loop on the pump's own thread (`Builder::build_on_thread`, the placement of
+    /// `build_with_state`), which alone runs it; tasks as for `Thread`.
+    LoopThread,
 }
 
 pub type Task<T> = Pin<Box<dyn Future<Output = T> + Send>>;
@@ -61,7 +64,7 @@ impl Rt {
                 .build()
                 .expect("tokio runtime")
                 .block_on(body),
-            Rt::Thread => async_io::block_on(body),
+            Rt::Thread | Rt::LoopThread => async_io::block_on(body),
         }
     }
 
@@ -77,23 +80,24 @@ impl Rt {
                 let handle = tokio::spawn(task);
                 Box::pin(async move { handle.await.expect("tokio task panicked") })
             }
-            Rt::Thread => Box::pin(thread_executor().spawn(task)),
+            Rt::Thread | Rt::LoopThread => Box::pin(thread_executor().spawn(task)),
         }
     }
 
-    /// The backend that spawns this runtime's pump (a pump thread for `Thread`).
+    /// The backend that spawns this runtime's pump future. `LoopThread` has none of its own (its
+    /// loop has a thread); a test that builds and spawns a pump future itself gets `Thread`'s.
     pub fn backend(self) -> Backend {
         match self {
             Rt::Smol => Backend::Smol,
             Rt::AsyncStd => Backend::AsyncStd,
             Rt::Tokio => Backend::Tokio,
-            Rt::Thread => Backend::Thread,
+            Rt::Thread | Rt::LoopThread => Backend::Thread,
         }
     }
 
     /// A pump around `run_once`, driven the way this backend drives it. Call inside `block_on`.
     pub fn pump_with(self, builder: Builder, run_once: impl FnMut() + Send + 'static) -> Pump {
-        if self == Rt::Thread {
+        if self == Rt::LoopThread {
             return builder
                 .build_on_thread(move || run_once)
                 .expect("pump thread starts");
@@ -143,6 +147,11 @@ macro_rules! on_every_backend {
             #[test]
             fn thread() {
                 body($crate::common::Rt::Thread)
+            }
+
+            #[test]
+            fn loop_thread() {
+                body($crate::common::Rt::LoopThread)
             }
         }
     )*};
