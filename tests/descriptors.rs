@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{eventually, Rt};
+use common::{cpu_ticks, eventually, Rt, Threads};
 use ffi_pump::{Descriptors, Error, Interest, LoopHandle, Pump};
 
 /// For each run, the descriptors it was handed as ready: (descriptor, readable, writable).
@@ -98,15 +98,8 @@ async fn pump_thread_cpu_ticks(h: &Harness) -> Option<u64> {
     let Access::Handle(handle) = &h.access else {
         return None;
     };
-    let stat = handle
-        .call(|_| std::fs::read_to_string("/proc/thread-self/stat"))
-        .await
-        .expect("call")
-        .expect("/proc/thread-self/stat");
-    // After "(comm) ": state, ppid, … utime is field 14 of the line, stime 15.
-    let (_, rest) = stat.rsplit_once(") ")?;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    Some(fields[11].parse::<u64>().ok()? + fields[12].parse::<u64>().ok()?)
+    let ticks = handle.call(|_| cpu_ticks(Threads::This)).await;
+    Some(ticks.expect("call"))
 }
 
 /// One run of the library: reads what is ready, consumes it, records it.

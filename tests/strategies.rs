@@ -11,7 +11,7 @@ use std::thread::{self, ThreadId};
 use std::time::Duration;
 
 use async_io::Timer;
-use common::{assert_clean, eventually};
+use common::{assert_clean, eventually, pending};
 use fake_loop::FakeLoop;
 use ffi_pump::{Error, Pump, Strategy};
 
@@ -86,8 +86,7 @@ on_every_backend! {
                         .is_err()
                 }
             });
-            let probe = pump.clone();
-            eventually("the panicking wait is pending", || probe.stats().pending_waits == 1).await;
+            pending(&pump, 1).await;
             armed.store(true, Ordering::SeqCst);
             assert!(panicking.await, "the check's panic reaches the task that waits");
             let stats = pump.stats();
@@ -300,8 +299,7 @@ on_every_backend! {
                         })
                     })
                     .collect();
-                let probe = pump.clone();
-                eventually("the bystanders are pending", || probe.stats().pending_waits == 20).await;
+                pending(&pump, 20).await;
                 let closer = pump.clone();
                 let close = move || {
                     closer.close();

@@ -8,7 +8,7 @@ use std::thread::{self, ThreadId};
 use std::time::{Duration, Instant};
 
 use async_io::Timer;
-use common::{assert_clean, calls_and_rounds, eventually, Rt};
+use common::{assert_clean, calls_and_rounds, eventually, pending, Rt};
 use fake_loop::{now_ns, FakeLoop};
 use ffi_pump::{Builder, Error, Pump};
 
@@ -81,8 +81,7 @@ on_every_backend! {
                 let (pump, fx) = (pump.clone(), fx.clone());
                 async move { pump.wait_until(move || fx.check(0)).timeout(Duration::from_secs(10)).await }
             });
-            let probe = pump.clone();
-            eventually("the wait is pending", || probe.stats().pending_waits == 1).await;
+            pending(&pump, 1).await;
             fx.arm_in(0, Duration::ZERO);
             let kicked = Instant::now();
             pump.kick();
@@ -226,11 +225,7 @@ fn a_hinted_pump_makes_no_runs_while_nothing_is_due() {
                 })
             })
             .collect();
-        let probe = pump.clone();
-        eventually("the waits are pending", || {
-            probe.stats().pending_waits == 50
-        })
-        .await;
+        pending(&pump, 50).await;
         // One run to hear from the library, then none while nothing is due.
         let probe = fx.clone();
         eventually("the first run", || probe.stats().calls == 1).await;
@@ -269,15 +264,25 @@ fn a_hinted_pump_runs_at_its_deadline_on_a_pump_thread() {
             .await
             .expect("the deadline run");
         let took = armed.elapsed();
-        assert!(took >= DELAY, "id 0 was ready {took:?} after arming, before its deadline");
+        assert!(
+            took >= DELAY,
+            "id 0 was ready {took:?} after arming, before its deadline"
+        );
         // Nothing ticks: without a run at the deadline, the wait would wait for its timeout.
-        assert!(took < Duration::from_secs(2), "the deadline run came {took:?} after arming");
+        assert!(
+            took < Duration::from_secs(2),
+            "the deadline run came {took:?} after arming"
+        );
         let calls = fx.stats().calls;
         assert!(calls <= 3, "{calls} runs for one deadline");
     });
     let threads = threads.lock().unwrap();
     let made_on = threads.made_on.expect("the loop was made");
-    assert_ne!(made_on, thread::current().id(), "the loop was made on the test's thread");
+    assert_ne!(
+        made_on,
+        thread::current().id(),
+        "the loop was made on the test's thread"
+    );
     assert!(
         threads.ran_on.iter().all(|&ran_on| ran_on == made_on),
         "runs on {:?}, not all on the loop's thread {made_on:?}",
@@ -319,8 +324,8 @@ on_every_backend! {
                 let (pump, fx) = (pump.clone(), fx.clone());
                 async move { pump.wait_until(move || fx.check(0)).timeout(Duration::from_secs(5)).await }
             });
-            let probe = pump.clone();
-            eventually("the ready wait is pending", || probe.stats().pending_waits == 2).await;
+            // The local wait, holding the loop lock in its check, and the ready one.
+            pending(&pump, 2).await;
             release.store(true, Ordering::SeqCst);
             let started = Instant::now();
             assert!(panicking.join().expect("the thread ends"), "the local check panicked");
@@ -356,11 +361,7 @@ on_every_backend! {
                     })
                 })
                 .collect();
-            let probe = pump.clone();
-            eventually("the waits are pending", || {
-                probe.stats().pending_waits == IDS as usize
-            })
-            .await;
+            pending(&pump, IDS as usize).await;
             let started = Instant::now();
             for id in 0..IDS {
                 fx.arm_in(id, Duration::from_millis(20));

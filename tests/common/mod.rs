@@ -169,6 +169,64 @@ pub async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
     }
 }
 
+/// Waits until `pump` counts exactly `n` pending waits, looking every millisecond, for at most
+/// 10 s.
+pub async fn pending(pump: &Pump, n: usize) {
+    let started = std::time::Instant::now();
+    loop {
+        let seen = pump.stats().pending_waits;
+        if seen == n {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the pump counted {seen} pending waits, never {n}, for 10 s"
+        );
+        async_io::Timer::after(Duration::from_millis(1)).await;
+    }
+}
+
+/// Which threads of this process [`cpu_ticks`] counts.
+#[derive(Debug, Clone, Copy)]
+pub enum Threads<'a> {
+    /// The calling thread.
+    This,
+    /// Those with this name (as given to `thread::Builder::name` or tokio's `thread_name`).
+    Named(&'a str),
+}
+
+/// CPU time (user + system, in clock ticks, 10 ms each) that `threads` of this process have
+/// used so far, read from `/proc`. Threads that ended are not counted.
+pub fn cpu_ticks(threads: Threads<'_>) -> u64 {
+    match threads {
+        Threads::This => {
+            let stat =
+                std::fs::read_to_string("/proc/thread-self/stat").expect("/proc/thread-self/stat");
+            parse_stat(&stat).expect("a /proc stat line").1
+        }
+        Threads::Named(name) => std::fs::read_dir("/proc/self/task")
+            .expect("/proc/self/task")
+            .flatten()
+            // A thread that ended meanwhile has no stat left.
+            .filter_map(|task| std::fs::read_to_string(task.path().join("stat")).ok())
+            .filter_map(|stat| {
+                let (comm, ticks) = parse_stat(&stat)?;
+                (comm == name).then_some(ticks)
+            })
+            .sum(),
+    }
+}
+
+/// A thread's name and CPU ticks (utime + stime) from its `/proc/…/stat` line.
+fn parse_stat(stat: &str) -> Option<(&str, u64)> {
+    let (head, rest) = stat.rsplit_once(") ")?;
+    let (_, comm) = head.split_once(" (")?;
+    // After "(comm) ": state, ppid, … utime is field 14 of the line, stime 15.
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some((comm, ticks))
+}
+
 /// A fixture with `n` ids, each armed to become ready at a random moment within `spread`.
 pub fn fixture_spread(n: u32, spread: Duration) -> Arc<FakeLoop> {
     let fx = Arc::new(FakeLoop::new(n));
@@ -228,8 +286,7 @@ pub async fn wait_while_the_library_closes_its_descriptor(
                 .await
         }
     });
-    let probe = pump.clone();
-    eventually("the wait is pending", || probe.stats().pending_waits == 1).await;
+    pending(&pump, 1).await;
     drop(library_side);
     drop(signal);
     waiting.await
