@@ -6,7 +6,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{assert_clean, fixture_spread};
+use common::{assert_clean, fixture_spread, pending};
 use fake_loop::FakeLoop;
 use ffi_pump::{Completions, Error, Pump};
 
@@ -71,11 +71,7 @@ on_every_backend! {
                 let (pump, table) = (pump.clone(), table.clone());
                 async move { pump.wait_key(&table, 0).timeout(Duration::from_secs(10)).await }
             });
-            let probe = pump.clone();
-            pump.wait_until(move || probe.stats().pending_waits >= 2)
-                .timeout(Duration::from_secs(10))
-                .await
-                .expect("the first wait is pending");
+            pending(&pump, 1).await;
             assert_eq!(pump.wait_key(&table, 0).await, Err(Error::KeyInUse));
             fx.arm_in(0, Duration::ZERO);
             assert_eq!(first.await.ok(), fx.ready_at_ns(0), "the first wait keeps its key");

@@ -6,13 +6,14 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{eventually, Rt};
+use common::{cpu_ticks, eventually, Rt, Threads};
 use ffi_pump::{Descriptors, Error, Interest, LoopHandle, Pump};
 
 /// For each run, the descriptors it was handed as ready: (descriptor, readable, writable).
@@ -97,15 +98,8 @@ async fn pump_thread_cpu_ticks(h: &Harness) -> Option<u64> {
     let Access::Handle(handle) = &h.access else {
         return None;
     };
-    let stat = handle
-        .call(|_| std::fs::read_to_string("/proc/thread-self/stat"))
-        .await
-        .expect("call")
-        .expect("/proc/thread-self/stat");
-    // After "(comm) ": state, ppid, … utime is field 14 of the line, stime 15.
-    let (_, rest) = stat.rsplit_once(") ")?;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    Some(fields[11].parse::<u64>().ok()? + fields[12].parse::<u64>().ok()?)
+    let ticks = handle.call(|_| cpu_ticks(Threads::This)).await;
+    Some(ticks.expect("call"))
 }
 
 /// One run of the library: reads what is ready, consumes it, records it.
@@ -390,13 +384,52 @@ on_every_backend! {
 #[test]
 fn a_closed_pump_drops_the_set_with_the_state() {
     futures_lite::future::block_on(async {
-        let h = harness(Rt::Thread, Placement::PumpThread, 3);
-        h.with(|_| ()).await.expect("the pump runs");
+        let h = harness(Rt::LoopThread, Placement::PumpThread, 3);
+        // The set's epoll descriptor, and a duplicate of a socket in it: the duplicate keeps the
+        // socket open, so the kernel's set lists it for as long as the set itself is open.
+        let (set, watched) = h
+            .with(|library| {
+                let socket = library.sockets[0].try_clone().expect("dup");
+                (library.descriptors.as_fd().as_raw_fd(), socket)
+            })
+            .await
+            .expect("the pump runs");
+        let socket = inode(&watched);
+        assert!(
+            set_lists(set, socket),
+            "the set (descriptor {set}) does not list the library's socket (inode {socket})"
+        );
         h.pump.close();
         h.pump.closed().await.expect("closed from outside the pump");
+        assert!(
+            !set_lists(set, socket),
+            "descriptor {set} still lists the library's socket once `closed()` returned: the set \
+             was not dropped"
+        );
         assert_eq!(
             h.with(|library| library.descriptors.len()).await,
             Err(Error::Closed)
         );
     });
+}
+
+/// The inode of `socket`'s file.
+fn inode(socket: &UnixStream) -> u64 {
+    std::fs::metadata(format!("/proc/self/fd/{}", socket.as_raw_fd()))
+        .expect("the socket's /proc/self/fd entry")
+        .ino()
+}
+
+/// Whether this process's descriptor `fd` is an epoll set listing the file with inode `ino`
+/// (`/proc/self/fdinfo`: a `tfd:` line per watched file, with its inode in hex). A descriptor
+/// closed, or its number reused by something else, lists nothing of ours.
+fn set_lists(fd: RawFd, ino: u64) -> bool {
+    let Ok(info) = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")) else {
+        return false;
+    };
+    info.lines()
+        .filter(|line| line.starts_with("tfd:"))
+        .flat_map(str::split_whitespace)
+        .filter_map(|field| field.strip_prefix("ino:"))
+        .any(|hex| u64::from_str_radix(hex, 16) == Ok(ino))
 }

@@ -30,7 +30,7 @@ fn spawn_run(rt: Rt, pump: &Pump) -> Box<dyn FnOnce() + Send> {
             let task = tokio::spawn(run);
             Box::new(move || task.abort())
         }
-        Rt::Thread => {
+        Rt::Thread | Rt::LoopThread => {
             // The pump future on a thread of its own, dropped when `stop` is.
             let (stop, stopped) = async_channel::bounded::<()>(1);
             std::thread::spawn(move || {

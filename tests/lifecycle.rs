@@ -26,12 +26,7 @@ async fn pending_waits(
             rt.spawn(async move { pump.wait_until(move || fx.check(0)).await })
         })
         .collect();
-    // This wait counts itself too: all `n` others are pending once the count passes `n`.
-    let probe = pump.clone();
-    pump.wait_until(move || probe.stats().pending_waits > n)
-        .timeout(Duration::from_secs(30))
-        .await
-        .expect("all waits become pending");
+    common::pending(pump, n).await;
     tasks
 }
 

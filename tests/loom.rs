@@ -2,7 +2,8 @@
 //! preemptions) of two or three threads turning, waiting, dropping waits and closing.
 //!
 //! Run with `RUSTFLAGS="--cfg loom" cargo test --release -p ffi-pump --no-default-features --test loom`
-//! (`.ci/run` does, with `LOOM_MAX_PREEMPTIONS=3`).
+//! (`.ci/run` does, with `LOOM_MAX_PREEMPTIONS=3`, and with `--lib` for the models of the loop
+//! lock itself, in `src/core/loop_lock.rs`).
 //!
 //! What is real and what is modelled:
 //! - The crate's own locks and atomics (`src/sync.rs`), and those inside async-lock's `Mutex` and
@@ -10,8 +11,9 @@
 //!   one of them.
 //! - Waiting for the loop lock: async-lock's slow path turns fair after 500 µs of wall-clock
 //!   time, which loom cannot replay (a model waiting there was not deterministic: "unexpected
-//!   exploration state" under load), so under loom `Shared::lock_loop` retries `try_lock_arc` on
-//!   every release of the loop lock instead. The pump's protocol around the lock is unchanged.
+//!   exploration state" under load), so under loom `LoopLock::lock` (`src/core/loop_lock.rs`)
+//!   retries `try_lock_arc` on every release of the loop lock instead. The pump's protocol
+//!   around the lock is unchanged.
 //! - async-io does not build under loom (its reactor parks with a timeout), so `src/reactor.rs`
 //!   swaps in timers that never fire. The models therefore turn the pump with `turn()` and
 //!   never poll a `Run`; they hold one only so that waits are admitted, as if a driver existed

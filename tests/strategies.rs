@@ -6,33 +6,64 @@ mod common;
 use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::thread::{self, ThreadId};
 use std::time::Duration;
 
 use async_io::Timer;
-use common::{assert_clean, eventually};
+use common::{assert_clean, eventually, pending};
 use fake_loop::FakeLoop;
 use ffi_pump::{Error, Pump, Strategy};
 
 on_every_backend! {
     fn checks_run_on_the_pump_thread_after_a_run(rt: Rt) {
+        // Whoever runs the loop evaluates the registered checks right after the run, before it
+        // lets go of the loop lock: the check that sees id 0 ready runs on the thread of the run
+        // that made it ready, and no other run comes between.
         let fx = Arc::new(FakeLoop::new(1));
+        let made_ready = Arc::new(Mutex::new(None::<(ThreadId, u64)>));
+        let seen_ready = Arc::new(Mutex::new(None::<(ThreadId, u64)>));
         rt.block_on(async {
-            let pump = rt.pump(Pump::builder().strategy(Strategy::PumpEvaluated), &fx);
-            fx.arm_in(0, Duration::from_millis(20));
-            let (check_fx, calls_seen) = (fx.clone(), Arc::new(AtomicBool::new(false)));
-            let ran_before_success = calls_seen.clone();
-            pump.wait_until(move || {
-                let ready = check_fx.check(0);
-                if ready {
-                    ran_before_success.store(check_fx.stats().calls > 0, Ordering::SeqCst);
+            let (run_fx, first_ready) = (fx.clone(), made_ready.clone());
+            let pump = rt.pump_with(Pump::builder().strategy(Strategy::PumpEvaluated), move || {
+                run_fx.run_once().expect("not re-entered");
+                let stats = run_fx.stats();
+                let mut first_ready = first_ready.lock().unwrap();
+                if stats.ready > 0 && first_ready.is_none() {
+                    *first_ready = Some((thread::current().id(), stats.calls));
                 }
-                ready
-            })
-            .timeout(Duration::from_secs(10))
-            .await
-            .expect("the pump evaluates the check");
-            assert!(calls_seen.load(Ordering::SeqCst), "success seen before any run");
+            });
+            let checks = Arc::new(AtomicU32::new(0));
+            let waiting = rt.spawn({
+                let (pump, fx, checks, seen_ready) =
+                    (pump.clone(), fx.clone(), checks.clone(), seen_ready.clone());
+                async move {
+                    pump.wait_until(move || {
+                        checks.fetch_add(1, Ordering::SeqCst);
+                        let ready = fx.check(0);
+                        if ready {
+                            *seen_ready.lock().unwrap() =
+                                Some((thread::current().id(), fx.stats().calls));
+                        }
+                        ready
+                    })
+                    .timeout(Duration::from_secs(10))
+                    .await
+                }
+            });
+            // Armed once the pump has called the check from its registry (the second call: the
+            // first may be the wait's own, as it registers), so seeing it ready is the pump's.
+            let called = checks.clone();
+            eventually("the pump calls the check", || called.load(Ordering::SeqCst) >= 2).await;
+            fx.arm_in(0, Duration::ZERO);
+            assert_eq!(waiting.await, Ok(()), "the pump evaluates the check");
+            let (seen, made) = (*seen_ready.lock().unwrap(), *made_ready.lock().unwrap());
+            assert!(made.is_some(), "no run made id 0 ready");
+            assert_eq!(
+                seen, made,
+                "the check saw id 0 ready on (thread, after run #) {seen:?}; the run that made it \
+                 ready: {made:?}"
+            );
             assert_clean(&fx);
         });
     }
@@ -55,8 +86,7 @@ on_every_backend! {
                         .is_err()
                 }
             });
-            let probe = pump.clone();
-            eventually("the panicking wait is pending", || probe.stats().pending_waits == 1).await;
+            pending(&pump, 1).await;
             armed.store(true, Ordering::SeqCst);
             assert!(panicking.await, "the check's panic reaches the task that waits");
             let stats = pump.stats();
@@ -215,12 +245,15 @@ on_every_backend! {
     }
 
     fn local_waits_take_checks_that_cannot_move(rt: Rt) {
+        // A check holding an `Rc` cannot move to the pump: the awaiting task runs it, under the
+        // loop lock, once as it starts and then once per round at most, never in a busy loop.
         let fx = Arc::new(FakeLoop::new(1));
         rt.block_on(async {
             let pump = rt.pump(Pump::builder().strategy(Strategy::PumpEvaluated), &fx);
-            fx.arm_in(0, Duration::from_millis(10));
-            let polls = Rc::new(Cell::new(0_u32));
-            let (counter, check_fx) = (polls.clone(), fx.clone());
+            let rounds_before = pump.stats().rounds;
+            fx.arm_in(0, Duration::from_millis(50));
+            let checks = Rc::new(Cell::new(0_u64));
+            let (counter, check_fx) = (checks.clone(), fx.clone());
             pump.wait_until_local(move || {
                 counter.set(counter.get() + 1);
                 check_fx.check(0)
@@ -228,9 +261,17 @@ on_every_backend! {
             .timeout(Duration::from_secs(10))
             .await
             .expect("a local wait completes");
-            assert!(polls.get() >= 1);
-            let value = pump.wait_for_local(|| Some(polls.get())).await.expect("wait_for_local");
-            assert_eq!(value, polls.get());
+            let (checks, rounds) = (checks.get(), pump.stats().rounds - rounds_before);
+            assert!(
+                checks <= rounds + 1,
+                "the local check ran {checks} times in {rounds} rounds: more than once a round"
+            );
+            let local = Rc::new(7);
+            let value = pump
+                .wait_for_local(move || Some(Rc::clone(&local)))
+                .await
+                .expect("wait_for_local");
+            assert_eq!(*value, 7, "wait_for_local yields its check's `!Send` value");
             assert_clean(&fx);
         });
     }
@@ -258,8 +299,7 @@ on_every_backend! {
                         })
                     })
                     .collect();
-                let probe = pump.clone();
-                eventually("the bystanders are pending", || probe.stats().pending_waits == 20).await;
+                pending(&pump, 20).await;
                 let closer = pump.clone();
                 let close = move || {
                     closer.close();

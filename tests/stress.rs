@@ -192,3 +192,8 @@ fn tokio() {
 fn thread() {
     stress(Rt::Thread);
 }
+
+#[test]
+fn loop_thread() {
+    stress(Rt::LoopThread);
+}

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{assert_clean, calls_and_rounds, eventually};
+use common::{assert_clean, calls_and_rounds, cpu_ticks, eventually, pending, Threads};
 use fake_loop::FakeLoop;
 use ffi_pump::{Backend, Builder, Error, Pump};
 use futures_lite::FutureExt;
@@ -36,27 +36,6 @@ fn runtime(flavor: tokio::runtime::RuntimeFlavor, thread_name: &str) -> tokio::r
         .enable_all()
         .build()
         .expect("runtime")
-}
-
-/// CPU time (user + system, clock ticks) of this process's threads named [`WORKER`].
-fn worker_cpu_ticks() -> u64 {
-    let mut ticks = 0;
-    for task in std::fs::read_dir("/proc/self/task").expect("/proc/self/task") {
-        let Ok(stat) = std::fs::read_to_string(task.expect("task").path().join("stat")) else {
-            continue; // the thread ended meanwhile
-        };
-        let Some((head, rest)) = stat.rsplit_once(") ") else {
-            continue;
-        };
-        if !head.ends_with(&format!("({WORKER}")) {
-            continue;
-        }
-        // After "(comm) ": state, ppid, … utime is field 14 of the line, stime 15.
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        ticks +=
-            fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime");
-    }
-    ticks
 }
 
 /// A pump turned by the fixture's ready descriptor through tokio's reactor, its 1 s timer only a
@@ -143,12 +122,11 @@ fn readiness_stays_level_triggered_without_spinning_on_a_cached_edge() {
             })
             .expect("valid settings");
         pump.spawn_on(Backend::Tokio).expect("inside a runtime");
-        let pending = tokio::spawn({
+        let waiting = tokio::spawn({
             let pump = pump.clone();
             async move { pump.wait_until(|| false).await }
         });
-        let probe = pump.clone();
-        eventually("the wait is pending", || probe.stats().pending_waits == 1).await;
+        pending(&pump, 1).await;
 
         // Three bytes, one edge: the descriptor stays readable after each of the first two runs.
         signal.write_all(b"abc").expect("signal");
@@ -159,10 +137,10 @@ fn readiness_stays_level_triggered_without_spinning_on_a_cached_edge() {
         .await;
 
         // Drained: tokio still holds the edge it saw; the pump must neither run nor spin on it.
-        let (rounds, ticks) = (pump.stats().rounds, worker_cpu_ticks());
+        let (rounds, ticks) = (pump.stats().rounds, cpu_ticks(Threads::Named(WORKER)));
         async_io::Timer::after(Duration::from_millis(300)).await;
         assert_eq!(pump.stats().rounds, rounds, "runs without readiness");
-        let spent = worker_cpu_ticks() - ticks;
+        let spent = cpu_ticks(Threads::Named(WORKER)) - ticks;
         assert!(spent < 10, "the workers spun for {spent} ticks in 300 ms");
 
         // Each new edge after a cleared one still turns the pump.
@@ -175,7 +153,7 @@ fn readiness_stays_level_triggered_without_spinning_on_a_cached_edge() {
             .await;
         }
         pump.close();
-        assert_eq!(pending.await.expect("task"), Err(Error::Closed));
+        assert_eq!(waiting.await.expect("task"), Err(Error::Closed));
     });
 }
 
@@ -261,9 +239,7 @@ fn shutting_the_runtime_down_ends_waits_with_closed() {
                 )
             }
         });
-        futures_lite::future::block_on(eventually("the wait is pending", || {
-            pump.stats().pending_waits == 1
-        }));
+        futures_lite::future::block_on(pending(&pump, 1));
         drop(runtime);
         let outcome = waiting.join().expect("the waiting thread");
         assert_eq!(

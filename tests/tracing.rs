@@ -234,7 +234,7 @@ on_every_backend! {
         });
         let events = events_of(&name);
         let rounds = with_message(&events, "round");
-        let asked = if rt == Rt::Thread { "kick" } else { "turn" };
+        let asked = if rt == Rt::LoopThread { "kick" } else { "turn" };
         assert_eq!(rounds.len(), 1, "events {events:?}");
         assert_eq!(rounds[0].fields["cause"], asked);
     }
@@ -272,7 +272,7 @@ on_every_backend! {
                 let pump = pump.clone();
                 async move { pump.wait_until(|| false).timeout(Duration::from_millis(100)).await }
             });
-            if rt != Rt::Thread {
+            if rt != Rt::LoopThread {
                 // Turns run the loop in this task; the timer's ticks meanwhile find them running.
                 for _ in 0..10 {
                     pump.turn().await.expect("turn");
@@ -323,6 +323,6 @@ fn rt_label(rt: Rt) -> &'static str {
         Rt::Smol => "smol",
         Rt::AsyncStd => "async-std",
         Rt::Tokio => "tokio",
-        Rt::Thread => "thread",
+        Rt::Thread | Rt::LoopThread => "thread",
     }
 }

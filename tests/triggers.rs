@@ -3,11 +3,12 @@
 mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::thread::{self, ThreadId};
 use std::time::{Duration, Instant};
 
 use async_io::Timer;
-use common::{assert_clean, calls_and_rounds, eventually, Rt};
+use common::{assert_clean, calls_and_rounds, eventually, pending, Rt};
 use fake_loop::{now_ns, FakeLoop};
 use ffi_pump::{Builder, Error, Pump};
 
@@ -21,12 +22,39 @@ fn next_deadline(fx: &FakeLoop) -> Option<Instant> {
 
 /// A pump on `rt` whose loop is iterated `run_once` and told when the fixture next has work.
 fn hinted_pump(rt: Rt, fx: &Arc<FakeLoop>) -> Pump {
-    let fx = fx.clone();
+    hinted_pump_seen(rt, fx, &Arc::default())
+}
+
+/// Where a hinted pump's loop was made, and where each of its runs ran.
+#[derive(Debug, Default)]
+struct LoopThreads {
+    made_on: Option<ThreadId>,
+    ran_on: Vec<ThreadId>,
+}
+
+/// [`hinted_pump`], recording in `threads` where its loop lives: on `Rt::LoopThread`, on the
+/// pump's own thread (`Builder::build_with_state`); elsewhere, made here and run by whoever
+/// drives the pump future spawned on `rt`'s backend.
+fn hinted_pump_seen(rt: Rt, fx: &Arc<FakeLoop>, threads: &Arc<Mutex<LoopThreads>>) -> Pump {
+    let (fx, ran) = (fx.clone(), threads.clone());
+    let run_once = move || {
+        ran.lock().unwrap().ran_on.push(thread::current().id());
+        fx.run_once().expect("not re-entered");
+        next_deadline(&fx)
+    };
+    if rt == Rt::LoopThread {
+        let made = threads.clone();
+        let (pump, _handle) = Builder::new()
+            .build_with_state(
+                move || made.lock().unwrap().made_on = Some(thread::current().id()),
+                move |_: &mut ()| run_once(),
+            )
+            .expect("pump thread starts");
+        return pump;
+    }
+    threads.lock().unwrap().made_on = Some(thread::current().id());
     let pump = Builder::new()
-        .build_with_deadline(move || {
-            fx.run_once().expect("not re-entered");
-            next_deadline(&fx)
-        })
+        .build_with_deadline(run_once)
         .expect("valid settings");
     pump.spawn_on(rt.backend()).expect("backend available");
     pump
@@ -53,13 +81,15 @@ on_every_backend! {
                 let (pump, fx) = (pump.clone(), fx.clone());
                 async move { pump.wait_until(move || fx.check(0)).timeout(Duration::from_secs(10)).await }
             });
-            let probe = pump.clone();
-            eventually("the wait is pending", || probe.stats().pending_waits == 1).await;
+            pending(&pump, 1).await;
             fx.arm_in(0, Duration::ZERO);
             let kicked = Instant::now();
             pump.kick();
-            assert_eq!(waiting.await, Ok(()));
-            assert!(kicked.elapsed() < Duration::from_secs(1), "the kick waited for the timer");
+            // The timer would run the loop in an hour: only the kick's run ends the wait.
+            let outcome = waiting.await;
+            let took = kicked.elapsed();
+            assert_eq!(outcome, Ok(()), "the wait after a kick ended so, {took:?} after the kick");
+            assert!(took < Duration::from_secs(1), "the kicked run came {took:?} after the kick");
         });
     }
 
@@ -195,11 +225,7 @@ fn a_hinted_pump_makes_no_runs_while_nothing_is_due() {
                 })
             })
             .collect();
-        let probe = pump.clone();
-        eventually("the waits are pending", || {
-            probe.stats().pending_waits == 50
-        })
-        .await;
+        pending(&pump, 50).await;
         // One run to hear from the library, then none while nothing is due.
         let probe = fx.clone();
         eventually("the first run", || probe.stats().calls == 1).await;
@@ -223,25 +249,45 @@ fn a_hinted_pump_makes_no_runs_while_nothing_is_due() {
 
 #[test]
 fn a_hinted_pump_runs_at_its_deadline_on_a_pump_thread() {
-    {
-        let rt = Rt::Thread;
-        let fx = Arc::new(FakeLoop::new(1));
-        rt.block_on(async {
-            let pump = hinted_pump(rt, &fx);
-            fx.arm_in(0, Duration::from_millis(30));
-            pump.kick();
-            let check = fx.clone();
-            pump.wait_until(move || check.check(0))
-                .timeout(Duration::from_secs(10))
-                .await
-                .expect("the deadline run");
-            assert!(
-                fx.stats().calls <= 3,
-                "{} runs for one deadline",
-                fx.stats().calls
-            );
-        });
-    }
+    let rt = Rt::LoopThread;
+    let fx = Arc::new(FakeLoop::new(1));
+    let threads = Arc::new(Mutex::new(LoopThreads::default()));
+    rt.block_on(async {
+        let pump = hinted_pump_seen(rt, &fx, &threads);
+        const DELAY: Duration = Duration::from_millis(30);
+        let armed = Instant::now();
+        fx.arm_in(0, DELAY);
+        pump.kick();
+        let check = fx.clone();
+        pump.wait_until(move || check.check(0))
+            .timeout(Duration::from_secs(10))
+            .await
+            .expect("the deadline run");
+        let took = armed.elapsed();
+        assert!(
+            took >= DELAY,
+            "id 0 was ready {took:?} after arming, before its deadline"
+        );
+        // Nothing ticks: without a run at the deadline, the wait would wait for its timeout.
+        assert!(
+            took < Duration::from_secs(2),
+            "the deadline run came {took:?} after arming"
+        );
+        let calls = fx.stats().calls;
+        assert!(calls <= 3, "{calls} runs for one deadline");
+    });
+    let threads = threads.lock().unwrap();
+    let made_on = threads.made_on.expect("the loop was made");
+    assert_ne!(
+        made_on,
+        thread::current().id(),
+        "the loop was made on the test's thread"
+    );
+    assert!(
+        threads.ran_on.iter().all(|&ran_on| ran_on == made_on),
+        "runs on {:?}, not all on the loop's thread {made_on:?}",
+        threads.ran_on
+    );
 }
 
 on_every_backend! {
@@ -278,8 +324,8 @@ on_every_backend! {
                 let (pump, fx) = (pump.clone(), fx.clone());
                 async move { pump.wait_until(move || fx.check(0)).timeout(Duration::from_secs(5)).await }
             });
-            let probe = pump.clone();
-            eventually("the ready wait is pending", || probe.stats().pending_waits == 2).await;
+            // The local wait, holding the loop lock in its check, and the ready one.
+            pending(&pump, 2).await;
             release.store(true, Ordering::SeqCst);
             let started = Instant::now();
             assert!(panicking.join().expect("the thread ends"), "the local check panicked");
@@ -315,11 +361,7 @@ on_every_backend! {
                     })
                 })
                 .collect();
-            let probe = pump.clone();
-            eventually("the waits are pending", || {
-                probe.stats().pending_waits == IDS as usize
-            })
-            .await;
+            pending(&pump, IDS as usize).await;
             let started = Instant::now();
             for id in 0..IDS {
                 fx.arm_in(id, Duration::from_millis(20));

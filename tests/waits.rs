@@ -208,19 +208,4 @@ on_every_backend! {
             assert_clean(&fx);
         });
     }
-
-    fn kick_runs_the_loop_without_waiting_for_the_timer(rt: Rt) {
-        let fx = Arc::new(FakeLoop::new(1));
-        rt.block_on(async {
-            let pump = rt.pump(Pump::builder().interval(Duration::from_secs(3600)), &fx);
-            fx.arm_in(0, Duration::ZERO);
-            pump.kick();
-            let fx_check = fx.clone();
-            pump.wait_until(move || fx_check.check(0))
-                .timeout(Duration::from_secs(10))
-                .await
-                .expect("kicked run makes id 0 ready");
-            assert!(pump.stats().kicks >= 1);
-        });
-    }
 }

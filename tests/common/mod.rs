@@ -22,9 +22,12 @@ pub enum Rt {
     AsyncStd,
     /// Pump spawned with `Backend::Tokio`, tasks on a 4-worker multi-thread runtime.
     Tokio,
-    /// No runtime: the pump on its own thread (`Builder::build_on_thread`), tasks on a plain
-    /// `async-executor` run by two threads.
+    /// No runtime: the pump future driven by a thread of its own (`Backend::Thread`), tasks on a
+    /// plain `async-executor` run by two threads.
     Thread,
+    /// The loop on the pump's own thread (`Builder::build_on_thread`, the placement of
+    /// `build_with_state`), which alone runs it; tasks as for `Thread`.
+    LoopThread,
 }
 
 pub type Task<T> = Pin<Box<dyn Future<Output = T> + Send>>;
@@ -61,7 +64,7 @@ impl Rt {
                 .build()
                 .expect("tokio runtime")
                 .block_on(body),
-            Rt::Thread => async_io::block_on(body),
+            Rt::Thread | Rt::LoopThread => async_io::block_on(body),
         }
     }
 
@@ -77,23 +80,24 @@ impl Rt {
                 let handle = tokio::spawn(task);
                 Box::pin(async move { handle.await.expect("tokio task panicked") })
             }
-            Rt::Thread => Box::pin(thread_executor().spawn(task)),
+            Rt::Thread | Rt::LoopThread => Box::pin(thread_executor().spawn(task)),
         }
     }
 
-    /// The backend that spawns this runtime's pump (a pump thread for `Thread`).
+    /// The backend that spawns this runtime's pump future. `LoopThread` has none of its own (its
+    /// loop has a thread); a test that builds and spawns a pump future itself gets `Thread`'s.
     pub fn backend(self) -> Backend {
         match self {
             Rt::Smol => Backend::Smol,
             Rt::AsyncStd => Backend::AsyncStd,
             Rt::Tokio => Backend::Tokio,
-            Rt::Thread => Backend::Thread,
+            Rt::Thread | Rt::LoopThread => Backend::Thread,
         }
     }
 
     /// A pump around `run_once`, driven the way this backend drives it. Call inside `block_on`.
     pub fn pump_with(self, builder: Builder, run_once: impl FnMut() + Send + 'static) -> Pump {
-        if self == Rt::Thread {
+        if self == Rt::LoopThread {
             return builder
                 .build_on_thread(move || run_once)
                 .expect("pump thread starts");
@@ -144,6 +148,11 @@ macro_rules! on_every_backend {
             fn thread() {
                 body($crate::common::Rt::Thread)
             }
+
+            #[test]
+            fn loop_thread() {
+                body($crate::common::Rt::LoopThread)
+            }
         }
     )*};
 }
@@ -160,12 +169,62 @@ pub async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
     }
 }
 
-/// Waits until `n` waits are pending on `pump`.
+/// Waits until `pump` counts exactly `n` pending waits, looking every millisecond, for at most
+/// 10 s.
 pub async fn pending(pump: &Pump, n: usize) {
-    eventually(&format!("{n} waits are pending"), || {
-        pump.stats().pending_waits == n
-    })
-    .await;
+    let started = std::time::Instant::now();
+    loop {
+        let seen = pump.stats().pending_waits;
+        if seen == n {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the pump counted {seen} pending waits, never {n}, for 10 s"
+        );
+        async_io::Timer::after(Duration::from_millis(1)).await;
+    }
+}
+
+/// Which threads of this process [`cpu_ticks`] counts.
+#[derive(Debug, Clone, Copy)]
+pub enum Threads<'a> {
+    /// The calling thread.
+    This,
+    /// Those with this name (as given to `thread::Builder::name` or tokio's `thread_name`).
+    Named(&'a str),
+}
+
+/// CPU time (user + system, in clock ticks, 10 ms each) that `threads` of this process have
+/// used so far, read from `/proc`. Threads that ended are not counted.
+pub fn cpu_ticks(threads: Threads<'_>) -> u64 {
+    match threads {
+        Threads::This => {
+            let stat =
+                std::fs::read_to_string("/proc/thread-self/stat").expect("/proc/thread-self/stat");
+            parse_stat(&stat).expect("a /proc stat line").1
+        }
+        Threads::Named(name) => std::fs::read_dir("/proc/self/task")
+            .expect("/proc/self/task")
+            .flatten()
+            // A thread that ended meanwhile has no stat left.
+            .filter_map(|task| std::fs::read_to_string(task.path().join("stat")).ok())
+            .filter_map(|stat| {
+                let (comm, ticks) = parse_stat(&stat)?;
+                (comm == name).then_some(ticks)
+            })
+            .sum(),
+    }
+}
+
+/// A thread's name and CPU ticks (utime + stime) from its `/proc/…/stat` line.
+fn parse_stat(stat: &str) -> Option<(&str, u64)> {
+    let (head, rest) = stat.rsplit_once(") ")?;
+    let (_, comm) = head.split_once(" (")?;
+    // After "(comm) ": state, ppid, … utime is field 14 of the line, stime 15.
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some((comm, ticks))
 }
 
 /// A fixture with `n` ids, each armed to become ready at a random moment within `spread`.
@@ -227,8 +286,7 @@ pub async fn wait_while_the_library_closes_its_descriptor(
                 .await
         }
     });
-    let probe = pump.clone();
-    eventually("the wait is pending", || probe.stats().pending_waits == 1).await;
+    pending(&pump, 1).await;
     drop(library_side);
     drop(signal);
     waiting.await

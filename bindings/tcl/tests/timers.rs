@@ -43,7 +43,6 @@ fn a_thousand_timers_fire_once_each_near_their_deadlines() {
         assert_eq!(tcl.pending_timers().await, Ok(0));
     });
     let counters = tcl.counters();
-    assert_eq!(counters.overlaps.load(Ordering::SeqCst), 0);
     // 200 distinct deadlines, a run for each, and a few for the posts' kicks.
     let runs = counters.runs.load(Ordering::SeqCst);
     assert!(runs < 2 * TIMERS, "{runs} runs for {TIMERS} timers");
