@@ -1,0 +1,309 @@
+//! Edges nothing else covers: a zero interval on the pump-thread builders, deadlines at the ends
+//! of `Instant`, more ready descriptors than one `Descriptors::ready` hands, descriptors epoll
+//! refuses, and a thread the operating system refuses.
+#![cfg(any(target_os = "linux", target_os = "android"))]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{eventually, Rt};
+use ffi_pump::{Descriptors, Error, Pump};
+
+// --- A zero interval on the pump-thread builders -------------------------------------------------
+
+/// A factory that records whether it ran, and holds `kept` until it has: while a started thread
+/// still has the factory, `kept` has two owners; once it ran, `ran` says so.
+fn probe_factory<T>(
+    kept: &Arc<()>,
+    ran: &Arc<AtomicBool>,
+    made: impl FnOnce() -> T + Send + 'static,
+) -> impl FnOnce() -> T + Send + 'static {
+    let (kept, ran) = (kept.clone(), ran.clone());
+    move || {
+        ran.store(true, Ordering::SeqCst);
+        drop(kept);
+        made()
+    }
+}
+
+/// Asserts `outcome` is `InvalidConfig` about the interval, and that no thread got the factory.
+fn assert_refused_before_any_thread<T: std::fmt::Debug>(
+    builder: &str,
+    outcome: Result<T, Error>,
+    kept: &Arc<()>,
+    ran: &AtomicBool,
+) {
+    match outcome {
+        Err(Error::InvalidConfig(why)) => assert!(
+            why.contains("interval"),
+            "{builder}: refused a zero interval for another reason: {why}"
+        ),
+        other => panic!("{builder} with a zero interval gave {other:?}, not InvalidConfig"),
+    }
+    assert!(!ran.load(Ordering::SeqCst), "{builder}: the factory ran");
+    assert_eq!(
+        Arc::strong_count(kept),
+        1,
+        "{builder}: something still holds the factory (a thread that started anyway?)"
+    );
+}
+
+#[test]
+fn a_zero_interval_is_refused_by_the_pump_thread_builders_before_any_thread_starts() {
+    let zero = || Pump::builder().interval(Duration::ZERO);
+
+    let (kept, ran) = (Arc::new(()), Arc::new(AtomicBool::new(false)));
+    let outcome = zero().build_on_thread(probe_factory(&kept, &ran, || || {}));
+    assert_refused_before_any_thread("build_on_thread", outcome, &kept, &ran);
+
+    let (kept, ran) = (Arc::new(()), Arc::new(AtomicBool::new(false)));
+    let outcome = zero().build_with_state(probe_factory(&kept, &ran, || ()), |_| None);
+    assert_refused_before_any_thread("build_with_state", outcome, &kept, &ran);
+
+    let (kept, ran) = (Arc::new(()), Arc::new(AtomicBool::new(false)));
+    let factory = probe_factory(&kept, &ran, || ());
+    let outcome = zero().build_with_descriptors(move |_set: Descriptors| factory(), |_| None);
+    assert_refused_before_any_thread("build_with_descriptors", outcome, &kept, &ran);
+}
+
+// --- Deadlines at the ends of `Instant`, as `run_once` reports them ---------------------------------
+
+/// The latest `Instant` this platform represents.
+fn latest_instant() -> Instant {
+    let (mut at, mut step) = (Instant::now(), Duration::MAX);
+    while !step.is_zero() {
+        match at.checked_add(step) {
+            Some(later) => at = later,
+            None => step /= 2,
+        }
+    }
+    at
+}
+
+/// The earliest `Instant` this platform represents.
+fn earliest_instant() -> Instant {
+    let (mut at, mut step) = (Instant::now(), Duration::MAX);
+    while !step.is_zero() {
+        match at.checked_sub(step) {
+            Some(earlier) => at = earlier,
+            None => step /= 2,
+        }
+    }
+    at
+}
+
+/// Deadlines too far away ever to come: `u64::MAX / 4` seconds from now (or the latest `Instant`
+/// if that is not representable), and the latest `Instant`.
+fn far_deadlines() -> [Instant; 2] {
+    let latest = latest_instant();
+    let far = Instant::now()
+        .checked_add(Duration::from_secs(u64::MAX / 4))
+        .unwrap_or(latest);
+    [far, latest]
+}
+
+/// Deadlines long gone: an hour ago (or the earliest `Instant` if that is not representable), and
+/// the earliest `Instant`.
+fn past_deadlines() -> [Instant; 2] {
+    let earliest = earliest_instant();
+    let hour_ago = Instant::now()
+        .checked_sub(Duration::from_secs(3600))
+        .unwrap_or(earliest);
+    [hour_ago, earliest]
+}
+
+/// Where a loop that reports deadlines lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Placement {
+    /// In the pump (`build_with_deadline`), spawned on the test's backend.
+    InThePump,
+    /// On the loop's own thread (`build_with_state`).
+    LoopThread,
+}
+
+/// Where a backend can put such a loop: the pump thread only where the test runs without a runtime.
+fn placements(rt: Rt) -> &'static [Placement] {
+    match rt {
+        Rt::Thread => &[Placement::InThePump, Placement::LoopThread],
+        _ => &[Placement::InThePump],
+    }
+}
+
+/// A loop whose `run_once` counts its runs and always reports `deadline`.
+struct DeadlineLoop {
+    pump: Pump,
+    runs: Arc<AtomicU64>,
+    /// `/proc/…/task/<tid>/stat` of the thread that made the first run, where one thread makes
+    /// every run (`Rt::Thread`: the pump thread).
+    runner: Arc<Mutex<Option<PathBuf>>>,
+}
+
+impl DeadlineLoop {
+    /// Placed as asked, driven as `rt` drives pumps. Call inside `rt.block_on`.
+    fn new(rt: Rt, placement: Placement, deadline: Instant) -> DeadlineLoop {
+        let runs = Arc::new(AtomicU64::new(0));
+        let runner = Arc::new(Mutex::new(None));
+        let run_once = {
+            let (runs, runner) = (runs.clone(), runner.clone());
+            move || {
+                if runs.fetch_add(1, Ordering::SeqCst) == 0 && rt == Rt::Thread {
+                    // A link relative to /proc: "<pid>/task/<tid>".
+                    let task = std::fs::read_link("/proc/thread-self").ok();
+                    *runner.lock().unwrap() = task.map(|t| Path::new("/proc").join(t).join("stat"));
+                }
+                Some(deadline)
+            }
+        };
+        let pump = match placement {
+            Placement::InThePump => {
+                let pump = Pump::builder()
+                    .build_with_deadline(run_once)
+                    .expect("valid settings");
+                pump.spawn_on(rt.backend()).expect("backend available");
+                pump
+            }
+            Placement::LoopThread => {
+                let (pump, _loop) = Pump::builder()
+                    .build_with_state(|| (), move |_| run_once())
+                    .expect("pump thread starts");
+                pump
+            }
+        };
+        DeadlineLoop { pump, runs, runner }
+    }
+
+    fn runs(&self) -> u64 {
+        self.runs.load(Ordering::SeqCst)
+    }
+
+    /// How many runs the loop makes while this waits for `window`.
+    async fn runs_during(&self, window: Duration) -> u64 {
+        let before = self.runs();
+        async_io::Timer::after(window).await;
+        self.runs() - before
+    }
+
+    /// CPU time (user + system, clock ticks) of the thread that makes the runs, if one does.
+    fn runner_cpu_ticks(&self) -> Option<u64> {
+        let path = self.runner.lock().unwrap().clone()?;
+        let stat = std::fs::read_to_string(path).ok()?;
+        // After "(comm) ": state, ppid, … utime is field 14 of the line, stime 15.
+        let (_, rest) = stat.rsplit_once(") ")?;
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        Some(fields[11].parse::<u64>().ok()? + fields[12].parse::<u64>().ok()?)
+    }
+
+    /// Asserts the pump is open and healthy.
+    fn assert_open(&self, deadline: Instant) {
+        let stats = self.pump.stats();
+        assert!(
+            !stats.closed && !stats.panicked,
+            "with the loop's deadline at {deadline:?}, the pump ended: {stats:?}"
+        );
+    }
+}
+
+on_every_backend! {
+    fn a_deadline_too_far_to_come_means_no_run_until_a_kick(rt: Rt) {
+        for &placement in placements(rt) {
+            for deadline in far_deadlines() { rt.block_on(async {
+                eprintln!("{placement:?}, deadline {deadline:?}");
+                let l = DeadlineLoop::new(rt, placement, deadline);
+                // A pending wait makes the pump run once, to hear the deadline; then it sleeps.
+                let started = Instant::now();
+                let quiet = l.pump.wait_until(|| false).timeout(Duration::from_millis(200)).await;
+                let waited = started.elapsed();
+                assert_eq!(quiet, Err(Error::TimedOut));
+                assert!(
+                    waited >= Duration::from_millis(200) && waited < Duration::from_secs(10),
+                    "a 200 ms timeout ended after {waited:?}"
+                );
+                assert_eq!(l.runs(), 1, "runs while a wait was pending for 200 ms");
+                // The thread that runs the loop sleeps (rather than polling a timer it cannot
+                // set): clock ticks are 10 ms, a spinning thread would spend ~30 in 300 ms.
+                let ticks = l.runner_cpu_ticks();
+                assert!(ticks.is_some() || rt != Rt::Thread, "the pump thread's CPU time is unreadable");
+                let waiting = l.pump.wait_until(|| false).timeout(Duration::from_millis(300)).await;
+                assert_eq!(waiting, Err(Error::TimedOut));
+                if let (Some(before), Some(after)) = (ticks, l.runner_cpu_ticks()) {
+                    assert!(after - before < 10, "the loop's thread spun for {} ticks in 300 ms", after - before);
+                }
+                l.assert_open(deadline);
+
+                // A kick and a turn still run the loop.
+                let before = l.runs();
+                l.pump.kick();
+                let runs = l.runs.clone();
+                eventually("a kick runs the loop", || runs.load(Ordering::SeqCst) > before).await;
+                let before = l.runs();
+                assert_eq!(l.pump.turn().await, Ok(()));
+                assert!(l.runs() > before, "a turn returned without a run");
+
+                // A wait whose condition holds after the next run completes once a kick makes it.
+                let done = Arc::new(AtomicBool::new(false));
+                let waiting = rt.spawn({
+                    let (pump, done) = (l.pump.clone(), done.clone());
+                    async move {
+                        pump.wait_until(move || done.load(Ordering::SeqCst))
+                            .timeout(Duration::from_secs(10))
+                            .await
+                    }
+                });
+                let pump = l.pump.clone();
+                eventually("the wait is pending", || pump.stats().pending_waits == 1).await;
+                done.store(true, Ordering::SeqCst);
+                l.pump.kick();
+                assert_eq!(waiting.await, Ok(()));
+                l.assert_open(deadline);
+            }); }
+        }
+    }
+
+    fn a_deadline_long_past_runs_the_loop_again_while_waited_for_and_not_when_idle(rt: Rt) {
+        for &placement in placements(rt) {
+            for deadline in past_deadlines() { rt.block_on(async {
+                eprintln!("{placement:?}, deadline {deadline:?}");
+                let l = DeadlineLoop::new(rt, placement, deadline);
+                // Due at once, every time: while a wait is pending the pump runs again by itself.
+                let runs = l.runs.clone();
+                let fifty = l.pump.wait_until(move || runs.load(Ordering::SeqCst) >= 50)
+                    .timeout(Duration::from_secs(10))
+                    .await;
+                assert_eq!(fifty, Ok(()), "only {} runs in 10 s of waiting", l.runs());
+
+                // Running back to back, it leaves the executor to other tasks, and timeouts fire.
+                let spinning = rt.spawn({
+                    let pump = l.pump.clone();
+                    async move { pump.wait_until(|| false).timeout(Duration::from_millis(300)).await }
+                });
+                let pump = l.pump.clone();
+                eventually("the wait is pending", || pump.stats().pending_waits == 1).await;
+                let before = l.runs();
+                assert_eq!(rt.spawn(async { 7 }).await, 7);
+                let started = Instant::now();
+                let timed = l.pump.wait_until(|| false).timeout(Duration::from_millis(50)).await;
+                assert_eq!(timed, Err(Error::TimedOut));
+                assert!(started.elapsed() < Duration::from_secs(10), "a 50 ms timeout took {:?}", started.elapsed());
+                assert_eq!(spinning.await, Err(Error::TimedOut));
+                assert!(l.runs() > before, "no run while a wait was pending with the deadline past");
+
+                // No wait pending: the runs stop (one in progress may finish).
+                eventually("no wait is pending", || pump.stats().pending_waits == 0).await;
+                let _finishing = l.runs_during(Duration::from_millis(50)).await;
+                let more = l.runs_during(Duration::from_millis(200)).await;
+                assert!(more <= 1, "{more} runs in 200 ms with no wait pending");
+                l.assert_open(deadline);
+
+                // A turn still runs the loop.
+                let before = l.runs();
+                assert_eq!(l.pump.turn().await, Ok(()));
+                assert!(l.runs() > before, "a turn returned without a run");
+                l.assert_open(deadline);
+            }); }
+        }
+    }
+}
