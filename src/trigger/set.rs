@@ -265,6 +265,10 @@ impl Descriptors {
 
     /// The watched descriptors that are ready now, and for what; asks the kernel without
     /// waiting. Call it in `run_once`, before handing the events to the library.
+    ///
+    /// One call hands at most 4 096 descriptors. Those left over stay ready (readiness is
+    /// level-triggered), so the set stays readable and a pump watching it runs again at once, and
+    /// the next call hands them first: none waits behind descriptors that stay ready.
     pub fn ready(&mut self) -> impl Iterator<Item = Ready> + '_ {
         let capacity = self.watched.len().clamp(1, 4096);
         let mut events = Vec::with_capacity(capacity);
