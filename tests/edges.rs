@@ -5,13 +5,16 @@
 
 mod common;
 
+use std::collections::{HashMap, HashSet};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use common::{eventually, Rt};
-use ffi_pump::{Descriptors, Error, Pump};
+use ffi_pump::{Descriptors, Error, Interest, Pump};
 
 // --- A zero interval on the pump-thread builders -------------------------------------------------
 
@@ -305,5 +308,234 @@ on_every_backend! {
                 l.assert_open(deadline);
             }); }
         }
+    }
+}
+
+// --- More ready descriptors than one `Descriptors::ready` hands -------------------------------------
+
+/// The most descriptors one `Descriptors::ready` call hands (documented there).
+const READY_PER_CALL: usize = 4_096;
+
+/// How many ready descriptors the tests below hold: more than one call hands.
+const MANY: usize = 5_000;
+
+/// Serialises the tests that hold `MANY` descriptors, so that together they stay well within the
+/// process's limit.
+static MANY_DESCRIPTORS: Mutex<()> = Mutex::new(());
+
+/// Takes the right to hold `MANY` descriptors, having raised this process's soft limit on open
+/// descriptors to 16 384 or the hard limit, whichever is lower (as tests/descriptors.rs does).
+fn allow_many_descriptors() -> MutexGuard<'static, ()> {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    static RAISED: std::sync::Once = std::sync::Once::new();
+    let guard = MANY_DESCRIPTORS
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    RAISED.call_once(|| {
+        let limit = getrlimit(Resource::Nofile);
+        let hard = limit.maximum.unwrap_or(u64::MAX);
+        assert!(
+            hard >= 8_192,
+            "this machine allows {hard} open descriptors per process (`ulimit -Hn`); these tests \
+             hold {MANY} sockets and need 8 192"
+        );
+        let wanted = hard.min(16_384);
+        if limit.current.is_some_and(|soft| soft < wanted) {
+            let _ = setrlimit(
+                Resource::Nofile,
+                Rlimit {
+                    current: Some(wanted),
+                    maximum: limit.maximum,
+                },
+            );
+        }
+    });
+    guard
+}
+
+/// `MANY` sockets whose peers hung up, by descriptor: each stays readable (at end of file) until
+/// it is closed, like a library's connections whose servers went away.
+fn hung_up_sockets() -> HashMap<RawFd, UnixStream> {
+    (0..MANY)
+        .map(|_| {
+            let (socket, peer) = UnixStream::pair().expect("socket pair");
+            drop(peer);
+            (socket.as_raw_fd(), socket)
+        })
+        .collect()
+}
+
+/// What one `ready()` call hands: the descriptors, each checked readable and handed once.
+fn handed_once(set: &mut Descriptors, call: usize) -> Vec<RawFd> {
+    let handed: Vec<_> = set.ready().collect();
+    assert!(
+        handed.len() <= READY_PER_CALL,
+        "ready() call {call} handed {} descriptors",
+        handed.len()
+    );
+    assert!(
+        handed.iter().all(|ready| ready.is_readable()),
+        "ready() call {call} handed a hung-up socket as not readable: {handed:?}"
+    );
+    let fds: Vec<RawFd> = handed.iter().map(|ready| ready.fd()).collect();
+    let distinct: HashSet<RawFd> = fds.iter().copied().collect();
+    assert_eq!(
+        distinct.len(),
+        fds.len(),
+        "ready() call {call} handed a descriptor twice"
+    );
+    fds
+}
+
+#[test]
+fn ready_hands_at_most_4096_descriptors_a_call_and_those_left_over_first_at_the_next() {
+    let _many = allow_many_descriptors();
+    let mut sockets = hung_up_sockets();
+    let mut set = Descriptors::new().expect("an epoll set");
+    for socket in sockets.values() {
+        set.watch(socket, Interest::READABLE)
+            .expect("a socket can be watched");
+    }
+
+    // Nothing consumed: every descriptor stays ready (level-triggered), and the next call hands
+    // first those the last one left over, so none waits behind descriptors that stay ready.
+    let first: HashSet<RawFd> = handed_once(&mut set, 1).into_iter().collect();
+    assert!(
+        !first.is_empty(),
+        "ready() handed nothing with {MANY} descriptors ready"
+    );
+    assert!(
+        first.iter().all(|fd| sockets.contains_key(fd)),
+        "ready() handed a descriptor that is not watched"
+    );
+    let second: HashSet<RawFd> = handed_once(&mut set, 2).into_iter().collect();
+    let left_over = sockets.keys().filter(|fd| !first.contains(fd));
+    let missed = left_over.filter(|fd| !second.contains(fd)).count();
+    assert_eq!(
+        missed,
+        0,
+        "the second ready() call left out {missed} of the {} descriptors the first left over",
+        MANY - first.len()
+    );
+
+    // The library handles what it is handed (unwatches and closes a hung-up socket): the next
+    // calls hand the others, each once, until none is left.
+    let mut handled = HashSet::new();
+    let mut calls = 0;
+    loop {
+        calls += 1;
+        let handed = handed_once(&mut set, calls);
+        if handed.is_empty() {
+            break;
+        }
+        assert!(
+            calls <= 10,
+            "{calls} ready() calls and still not all handled"
+        );
+        for fd in handed {
+            assert!(handled.insert(fd), "{fd} handed again after it was handled");
+            let socket = sockets
+                .remove(&fd)
+                .expect("a handed descriptor is a watched socket");
+            set.unwatch(&socket).expect("unwatch");
+        }
+    }
+    assert_eq!(
+        handled.len(),
+        MANY,
+        "{} of {MANY} ready descriptors handled",
+        handled.len()
+    );
+    assert!(set.is_empty(), "{} descriptors still watched", set.len());
+}
+
+/// A library whose sockets all hung up: each run handles what `ready()` hands (unwatches and
+/// closes each), and records how many it was handed.
+struct HungUp {
+    set: Descriptors,
+    sockets: HashMap<RawFd, UnixStream>,
+    /// How many descriptors each run was handed.
+    per_run: Arc<Mutex<Vec<usize>>>,
+    /// Every descriptor handed so far.
+    handled: Arc<Mutex<HashSet<RawFd>>>,
+    /// Descriptors handed again after they were handled.
+    again: Arc<AtomicU64>,
+}
+
+impl HungUp {
+    fn run(&mut self) -> Option<Instant> {
+        let handed: Vec<RawFd> = self.set.ready().map(|ready| ready.fd()).collect();
+        self.per_run.lock().unwrap().push(handed.len());
+        let mut handled = self.handled.lock().unwrap();
+        for fd in handed {
+            match self.sockets.remove(&fd) {
+                Some(socket) => {
+                    self.set.unwatch(&socket).expect("unwatch");
+                    handled.insert(fd);
+                }
+                None => {
+                    self.again.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+        }
+        None
+    }
+}
+
+on_every_backend! {
+    fn each_run_is_handed_at_most_4096_ready_descriptors_and_the_pump_runs_again_for_the_others(rt: Rt) {
+        let _many = allow_many_descriptors();
+        let sockets = hung_up_sockets();
+        let all: HashSet<RawFd> = sockets.keys().copied().collect();
+        let per_run = Arc::new(Mutex::new(Vec::new()));
+        let handled = Arc::new(Mutex::new(HashSet::new()));
+        let again = Arc::new(AtomicU64::new(0));
+        let library = {
+            let (per_run, handled, again) = (per_run.clone(), handled.clone(), again.clone());
+            move |mut set: Descriptors| {
+                for socket in sockets.values() {
+                    set.watch(socket, Interest::READABLE).expect("a socket can be watched");
+                }
+                HungUp { set, sockets, per_run, handled, again }
+            }
+        };
+        rt.block_on(async {
+            // On the loop's thread without a runtime; in the pump, watching the set, on one.
+            let pump = if rt == Rt::Thread {
+                let (pump, _loop) = Pump::builder()
+                    .build_with_descriptors(library, HungUp::run)
+                    .expect("pump thread starts");
+                pump
+            } else {
+                let mut library = library(Descriptors::new().expect("an epoll set"));
+                let pump = Pump::builder()
+                    .run_on_readable(&library.set)
+                    .build_with_deadline(move || library.run())
+                    .expect("valid settings");
+                pump.spawn_on(rt.backend()).expect("backend available");
+                pump
+            };
+            let done = handled.clone();
+            let outcome = pump.wait_until(move || done.lock().unwrap().len() == MANY)
+                .timeout(Duration::from_secs(20))
+                .await;
+            let per_run = per_run.lock().unwrap().clone();
+            let handled = handled.lock().unwrap().clone();
+            assert_eq!(
+                outcome,
+                Ok(()),
+                "{} of {MANY} ready descriptors handed, in runs handed {per_run:?}",
+                handled.len()
+            );
+            assert!(
+                per_run.iter().all(|&n| n <= READY_PER_CALL),
+                "a run was handed more than {READY_PER_CALL}: {per_run:?}"
+            );
+            assert_eq!(handled, all, "handed descriptors that are not the library's");
+            assert_eq!(again.load(Ordering::SeqCst), 0, "descriptors handed after they were unwatched");
+            // The library's descriptors are closed before the next test may take as many.
+            pump.close();
+            pump.closed().await;
+        });
     }
 }
