@@ -6,7 +6,9 @@
 mod common;
 
 use std::collections::{HashMap, HashSet};
-use std::os::fd::{AsRawFd, RawFd};
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -538,4 +540,135 @@ on_every_backend! {
             pump.closed().await;
         });
     }
+}
+
+// --- Descriptors epoll refuses --------------------------------------------------------------------
+
+/// Asserts `outcome` failed with the OS error `expected`.
+fn assert_refused(what: &str, outcome: io::Result<()>, expected: rustix::io::Errno) {
+    match outcome {
+        Err(err) => assert_eq!(
+            err.raw_os_error(),
+            Some(expected.raw_os_error()),
+            "watching {what} failed with {err:?}, not {expected:?}"
+        ),
+        Ok(()) => panic!("watching {what} succeeded"),
+    }
+}
+
+/// Asserts the set still works after refusing `refused`: it kept no record of it, watches as
+/// many descriptors as `before`, and watches a new socket and hands it once it is ready.
+fn assert_usable_after_refusing(set: &mut Descriptors, before: usize, refused: RawFd) {
+    assert_eq!(
+        set.len(),
+        before,
+        "the set counts the descriptor it refused"
+    );
+    assert!(
+        set.watched().all(|(fd, _)| fd != refused),
+        "the set records {refused}, which it refused"
+    );
+    assert_usable(set);
+}
+
+/// Asserts the set watches a new socket, hands it once it is ready, and forgets it unwatched.
+fn assert_usable(set: &mut Descriptors) {
+    let before = set.len();
+    let (socket, mut peer) = UnixStream::pair().expect("socket pair");
+    set.watch(&socket, Interest::READABLE)
+        .expect("the set still watches a socket");
+    let fd = socket.as_raw_fd();
+    let early: Vec<_> = set.ready().filter(|ready| ready.fd() == fd).collect();
+    assert!(
+        early.is_empty(),
+        "{fd} was handed before it was ready: {early:?}"
+    );
+    peer.write_all(b"!").expect("write");
+    let ready: Vec<_> = set.ready().filter(|ready| ready.fd() == fd).collect();
+    assert!(
+        ready.len() == 1 && ready[0].is_readable(),
+        "with {fd} readable, ready() handed {ready:?} for it"
+    );
+    set.unwatch(&socket).expect("unwatch");
+    assert_eq!(set.len(), before, "unwatching left a record");
+}
+
+#[test]
+fn watching_a_descriptor_that_is_not_open_fails_with_ebadf_and_the_set_stays_usable() {
+    // No process ever has this descriptor open: the kernel keeps descriptor numbers below its
+    // largest `fs.nr_open`, 2^31 - 64.
+    const NEVER_OPEN: RawFd = RawFd::MAX;
+    // SAFETY: a `BorrowedFd` promises an open descriptor and this one is not, on purpose: the set
+    // must refuse it. The number names no file, so nothing can be read, written or closed through
+    // it by mistake; the set only hands it to epoll_ctl, which checks it.
+    let not_open = unsafe { BorrowedFd::borrow_raw(NEVER_OPEN) };
+    let mut set = Descriptors::new().expect("an epoll set");
+    assert_refused(
+        "a descriptor that is not open",
+        set.watch(not_open, Interest::READABLE),
+        rustix::io::Errno::BADF,
+    );
+    assert_usable_after_refusing(&mut set, 0, NEVER_OPEN);
+}
+
+#[test]
+fn watching_a_regular_file_fails_with_eperm_and_the_set_stays_usable() {
+    let file = File::open(std::env::current_exe().expect("the test binary's path"))
+        .expect("the test binary opens");
+    let mut set = Descriptors::new().expect("an epoll set");
+    let (kept, _peer) = UnixStream::pair().expect("socket pair");
+    set.watch(&kept, Interest::WRITABLE)
+        .expect("a socket can be watched");
+    assert_refused(
+        "a regular file",
+        set.watch(&file, Interest::READABLE | Interest::WRITABLE),
+        rustix::io::Errno::PERM,
+    );
+    assert_usable_after_refusing(&mut set, 1, file.as_raw_fd());
+    assert_eq!(
+        set.watched().collect::<Vec<_>>(),
+        [(kept.as_raw_fd(), Interest::WRITABLE)],
+        "the refusal changed what else the set watches"
+    );
+}
+
+#[test]
+fn a_set_watching_itself_fails_with_einval_and_stays_usable() {
+    let mut set = Descriptors::new().expect("an epoll set");
+    // Another descriptor for the set's own epoll instance (`watch` borrows the set mutably).
+    let itself = set.as_fd().try_clone_to_owned().expect("dup");
+    assert_refused(
+        "the set itself",
+        set.watch(&itself, Interest::READABLE),
+        rustix::io::Errno::INVAL,
+    );
+    assert_usable_after_refusing(&mut set, 0, itself.as_raw_fd());
+}
+
+#[test]
+fn two_sets_watching_each_other_fail_with_eloop_and_both_stay_usable() {
+    let mut outer = Descriptors::new().expect("an epoll set");
+    let mut inner = Descriptors::new().expect("an epoll set");
+    outer
+        .watch(&inner, Interest::READABLE)
+        .expect("a set can watch another set");
+    assert_refused(
+        "a set that watches this one",
+        inner.watch(&outer, Interest::READABLE),
+        rustix::io::Errno::LOOP,
+    );
+    assert_usable_after_refusing(&mut inner, 0, outer.as_fd().as_raw_fd());
+    // The nesting that was accepted still works: a socket ready in the inner set makes the inner
+    // set ready in the outer one.
+    let (socket, mut peer) = UnixStream::pair().expect("socket pair");
+    inner
+        .watch(&socket, Interest::READABLE)
+        .expect("a socket can be watched");
+    peer.write_all(b"!").expect("write");
+    let ready: Vec<_> = outer.ready().collect();
+    assert!(
+        ready.len() == 1 && ready[0].fd() == inner.as_fd().as_raw_fd() && ready[0].is_readable(),
+        "with the inner set ready, the outer set handed {ready:?}"
+    );
+    assert_usable(&mut outer);
 }
