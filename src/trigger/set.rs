@@ -203,7 +203,9 @@ impl Descriptors {
     ///
     /// # Errors
     ///
-    /// What the kernel says (`EBADF` for a closed descriptor, `EPERM` for a regular file).
+    /// What the kernel says (`EBADF` for a closed descriptor, `EPERM` for a regular file,
+    /// `EINVAL` for the set itself, `ELOOP` for a set that watches this one); the set is left as
+    /// it was, and stays usable.
     pub fn watch(&mut self, fd: impl AsFd, interest: Interest) -> io::Result<()> {
         let raw = fd.as_fd().as_raw_fd();
         let data = EventData::new_u64(raw as u64);
