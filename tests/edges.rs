@@ -11,12 +11,13 @@ use std::io::{self, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use common::{eventually, Rt};
-use ffi_pump::{Descriptors, Error, Interest, Pump};
+use ffi_pump::{Backend, Descriptors, Error, Interest, Pump};
 
 // --- A zero interval on the pump-thread builders -------------------------------------------------
 
@@ -671,4 +672,231 @@ fn two_sets_watching_each_other_fail_with_eloop_and_both_stay_usable() {
         "with the inner set ready, the outer set handed {ready:?}"
     );
     assert_usable(&mut outer);
+}
+
+// --- A thread the operating system refuses --------------------------------------------------------
+
+/// Set in the child process that
+/// `the_pump_thread_builders_report_a_thread_the_os_refuses_and_nothing_hangs` starts: there it
+/// refuses new threads, which it cannot do beside other tests.
+const REFUSING_THREADS: &str = "FFI_PUMP_TEST_REFUSING_THREADS";
+
+/// What the child prints when this system cannot be made to refuse a thread.
+const CANNOT_REFUSE: &str = "cannot refuse threads here: ";
+
+/// The child's limits as they were, put back on drop.
+struct Refusing {
+    resource: rustix::process::Resource,
+    before: rustix::process::Rlimit,
+}
+
+impl Drop for Refusing {
+    fn drop(&mut self) {
+        rustix::process::setrlimit(self.resource, self.before)
+            .expect("the limit goes back up to where it was");
+    }
+}
+
+/// The process's virtual memory size, in bytes.
+fn address_space() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let kb = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmSize:"))
+        .and_then(|rest| rest.trim().strip_suffix("kB"))
+        .and_then(|kb| kb.trim().parse::<u64>().ok())
+        .expect("VmSize in /proc/self/status");
+    kb * 1024
+}
+
+/// Makes the OS refuse new threads in this process, and says how it does, or why it cannot: a
+/// limit on the address space just above what is mapped now, too little for a new thread's stack
+/// (which root cannot ignore, unlike the limit on processes); failing that, the limit on
+/// processes. Checks with a plain `std::thread` that a thread is refused, and returns the error.
+fn refuse_threads() -> Result<(Refusing, io::ErrorKind), String> {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    // Less than a thread's stack (2 MiB, and `RUST_MIN_STACK` is unset in the child), enough for
+    // the small allocations the test makes meanwhile.
+    const HEADROOM: u64 = 512 * 1024;
+    let mut tried = Vec::new();
+    for resource in [Resource::As, Resource::Nproc] {
+        let before = getrlimit(resource);
+        let current = match resource {
+            Resource::As => address_space() + HEADROOM,
+            _ => 1,
+        };
+        if let Err(err) = setrlimit(
+            resource,
+            Rlimit {
+                current: Some(current),
+                maximum: before.maximum,
+            },
+        ) {
+            tried.push(format!("{resource:?}: setrlimit failed ({err})"));
+            continue;
+        }
+        let refusing = Refusing { resource, before };
+        match std::thread::Builder::new().spawn(|| ()) {
+            Err(err) => return Ok((refusing, err.kind())),
+            Ok(thread) => {
+                tried.push(format!("{resource:?} at {current}: a thread still started"));
+                drop(refusing);
+                thread.join().expect("the probe thread");
+            }
+        }
+    }
+    Err(tried.join("; "))
+}
+
+/// The body, in the child process.
+fn refused_threads_in_child() {
+    // async-io's reactor starts a thread of its own when first used, and panics if it cannot:
+    // start it now, while threads are allowed.
+    async_io::block_on(async_io::Timer::after(Duration::from_millis(1)));
+    let (refusing, kind) = match refuse_threads() {
+        Ok(refused) => refused,
+        Err(why) => {
+            println!("{CANNOT_REFUSE}{why}");
+            return;
+        }
+    };
+    let refused = Err::<(), _>(Error::ThreadSpawn(kind));
+    println!(
+        "threads refused with {kind:?}, by a limit on {:?}",
+        refusing.resource
+    );
+
+    let (kept, ran) = (Arc::new(()), Arc::new(AtomicBool::new(false)));
+    let outcome = Pump::builder().build_on_thread(probe_factory(&kept, &ran, || || {}));
+    assert_eq!(outcome.map(drop), refused, "build_on_thread");
+    assert!(
+        !ran.load(Ordering::SeqCst),
+        "build_on_thread: the factory ran"
+    );
+    assert_eq!(
+        Arc::strong_count(&kept),
+        1,
+        "build_on_thread kept the factory"
+    );
+
+    let (kept, ran) = (Arc::new(()), Arc::new(AtomicBool::new(false)));
+    let outcome = Pump::builder().build_with_state(probe_factory(&kept, &ran, || ()), |_| None);
+    assert_eq!(outcome.map(drop), refused, "build_with_state");
+    assert!(
+        !ran.load(Ordering::SeqCst),
+        "build_with_state: the factory ran"
+    );
+    assert_eq!(
+        Arc::strong_count(&kept),
+        1,
+        "build_with_state kept the factory"
+    );
+
+    let (kept, ran) = (Arc::new(()), Arc::new(AtomicBool::new(false)));
+    let factory = probe_factory(&kept, &ran, || ());
+    let outcome =
+        Pump::builder().build_with_descriptors(move |_set: Descriptors| factory(), |_| None);
+    assert_eq!(outcome.map(drop), refused, "build_with_descriptors");
+    assert!(
+        !ran.load(Ordering::SeqCst),
+        "build_with_descriptors: the factory ran"
+    );
+    assert_eq!(
+        Arc::strong_count(&kept),
+        1,
+        "build_with_descriptors kept the factory"
+    );
+
+    // `spawn_on(Backend::Thread)` says so too, and closes the pump (as documented): its waits and
+    // turns end at once rather than wait for a driver that never came.
+    let pump = Pump::new(|| {});
+    assert_eq!(
+        pump.spawn_on(Backend::Thread),
+        refused,
+        "spawn_on(Backend::Thread)"
+    );
+    assert!(
+        pump.is_closed(),
+        "a pump whose thread was refused is open: {:?}",
+        pump.stats()
+    );
+    futures_lite::future::block_on(async {
+        let wait = pump
+            .wait_until(|| false)
+            .timeout(Duration::from_secs(10))
+            .await;
+        assert_eq!(
+            wait,
+            Err(Error::Closed),
+            "a wait on the pump whose thread was refused"
+        );
+        assert_eq!(
+            pump.turn().await,
+            Err(Error::Closed),
+            "a turn on the pump whose thread was refused"
+        );
+    });
+
+    // Threads allowed again, the same builders work.
+    drop(refusing);
+    let pump = Pump::builder()
+        .build_on_thread(|| || {})
+        .expect("a pump thread starts");
+    let turned = futures_lite::future::block_on(pump.turn());
+    assert_eq!(turned, Ok(()), "a turn with the pump thread started");
+    let pump = Pump::new(|| {});
+    pump.spawn_on(Backend::Thread)
+        .expect("a pump thread starts");
+    assert_eq!(futures_lite::future::block_on(pump.turn()), Ok(()));
+}
+
+#[test]
+fn the_pump_thread_builders_report_a_thread_the_os_refuses_and_nothing_hangs() {
+    const NAME: &str = "the_pump_thread_builders_report_a_thread_the_os_refuses_and_nothing_hangs";
+    if std::env::var_os(REFUSING_THREADS).is_some() {
+        return refused_threads_in_child();
+    }
+    // Refusing threads is for the whole process: the body runs alone, in a child process that
+    // runs this test binary again on this test only.
+    let mut child = Command::new(std::env::current_exe().expect("the test binary's path"))
+        .args([NAME, "--exact", "--nocapture", "--test-threads=1"])
+        .env(REFUSING_THREADS, "1")
+        .env_remove("RUST_MIN_STACK")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the test binary starts again");
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("the child's status") {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "the child process with threads refused did not finish in 60 s: something hangs"
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let output = child.wait_with_output().expect("the child's output");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    println!("the child process:\n{stdout}");
+    assert!(
+        status.success(),
+        "the child process with threads refused failed ({status}):\n{stdout}\n{stderr}"
+    );
+    if let Some(why) = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix(CANNOT_REFUSE))
+    {
+        println!("skipped: the OS could not be made to refuse a thread: {why}");
+        return;
+    }
+    assert!(
+        stdout.contains("1 passed"),
+        "the child process did not run the test:\n{stdout}\n{stderr}"
+    );
 }
