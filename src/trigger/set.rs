@@ -203,7 +203,9 @@ impl Descriptors {
     ///
     /// # Errors
     ///
-    /// What the kernel says (`EBADF` for a closed descriptor, `EPERM` for a regular file).
+    /// What the kernel says (`EBADF` for a closed descriptor, `EPERM` for a regular file,
+    /// `EINVAL` for the set itself, `ELOOP` for a set that watches this one); the set is left as
+    /// it was, and stays usable.
     pub fn watch(&mut self, fd: impl AsFd, interest: Interest) -> io::Result<()> {
         let raw = fd.as_fd().as_raw_fd();
         let data = EventData::new_u64(raw as u64);
@@ -265,6 +267,10 @@ impl Descriptors {
 
     /// The watched descriptors that are ready now, and for what; asks the kernel without
     /// waiting. Call it in `run_once`, before handing the events to the library.
+    ///
+    /// One call hands at most 4 096 descriptors. Those left over stay ready (readiness is
+    /// level-triggered), so the set stays readable and a pump watching it runs again at once, and
+    /// the next call hands them first: none waits behind descriptors that stay ready.
     pub fn ready(&mut self) -> impl Iterator<Item = Ready> + '_ {
         let capacity = self.watched.len().clamp(1, 4096);
         let mut events = Vec::with_capacity(capacity);
