@@ -86,7 +86,7 @@ on_every_backend! {
                 let pump = make(i);
                 pump.turn().await.expect("a new pump turns");
                 pump.close();
-                pump.closed().await;
+                pump.closed().await.expect("closed from outside the pump");
             }
             let baseline = footprint();
             for i in 0..N {
@@ -110,7 +110,7 @@ fn ten_thousand_loop_thread_pumps_of_each_kind_made_and_dropped_leave_no_thread_
             .expect("a pump thread starts");
         pump.turn().await.expect("a new pump turns");
         pump.close();
-        pump.closed().await;
+        pump.closed().await.expect("closed from outside the pump");
         let baseline = footprint();
         for _ in 0..N {
             let (pump, handle) = Pump::builder()
