@@ -74,11 +74,28 @@ impl Builder {
         self
     }
 
-    /// Whether the pump stops calling the loop while no wait is pending (default `true`).
+    /// Whether the pump stops its timers while no wait is pending (default `true`).
     ///
-    /// Idle, the pump sleeps and costs nothing; the first new wait or [`Pump::kick`] restarts it,
-    /// with its first tick one interval later. Turn it off for loops that must be serviced even
-    /// when nobody waits (keep-alives, incoming connections).
+    /// Idle, the pump makes no run for a tick or for the loop's own deadline, and costs nothing;
+    /// the first new wait restarts the timers, with the first tick one interval later. What the
+    /// library itself asks for still runs the loop while idle: readiness of its descriptor or
+    /// descriptor set (data it queued to send goes out, a peer's hang-up is seen), a
+    /// [`Pump::kick`], a [`LoopHandle`](crate::LoopHandle) call, a [`Pump::turn`] — the crate
+    /// docs' "Idle" section says the rule once. Turn it off for loops whose timers must fire even
+    /// when nobody waits (keep-alives on a timer, a protocol's heartbeat).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::Pump;
+    /// use std::time::Duration;
+    ///
+    /// let pump = Pump::builder()
+    ///     .interval(Duration::from_millis(50))
+    ///     .idle_stop(false) // a heartbeat timer in C must fire even with nobody waiting
+    ///     .build(|| { /* ffi::run_event_loop_once() */ })?;
+    /// # Ok::<(), ffi_pump::Error>(())
+    /// ```
     pub fn idle_stop(mut self, idle_stop: bool) -> Self {
         self.idle_stop = idle_stop;
         self
@@ -424,10 +441,10 @@ impl Builder {
     /// [`tokio_readiness`](Builder::tokio_readiness) lets tokio's reactor watch it. Linux and
     /// Android only (epoll).
     ///
-    /// With [`idle_stop`](Builder::idle_stop) on (the default) the pump watches the set only
-    /// while a wait is pending; a library that must handle its descriptors whenever they are
-    /// ready (a server socket, keep-alives) wants `idle_stop(false)`, which costs nothing here:
-    /// with no deadline and nothing ready the pump sleeps.
+    /// The set is watched whether or not a wait is pending: a library that queued data with
+    /// nobody waiting (watching its socket for writing) gets it out, and a peer's hang-up is
+    /// seen. With [`idle_stop`](Builder::idle_stop) on (the default) only the loop's deadline
+    /// waits for a wait; turn it off if the library's timers must fire with nobody waiting.
     ///
     /// # Errors
     ///
@@ -508,12 +525,16 @@ impl Builder {
     /// `Some(Instant::now() + period)` to be run every `period` while anyone waits.
     ///
     /// When the pump closes, the thread refuses further calls (the queued ones are dropped unrun
-    /// and their callers get [`Error::Closed`]), drops the state and ends;
-    /// [`Pump::closed`] waits for that. If `factory` panics, the pump is poisoned.
+    /// and their callers get [`Error::Closed`]), runs the cancels of the waits the close ended
+    /// ([`WaitKey::on_cancel`](crate::WaitKey::on_cancel)) with the state, drops the state and
+    /// ends; [`Pump::closed`] waits for that. If `factory` panics, the pump is poisoned: waits,
+    /// calls and posts, even those sent while it ran, end with [`Error::Panicked`].
     ///
     /// # Errors
     ///
-    /// [`Error::ThreadSpawn`] if the thread cannot be started.
+    /// [`Error::InvalidConfig`] for a zero interval (even though the interval is not used here:
+    /// the loop runs at its own deadlines), [`Error::ThreadSpawn`] if the thread cannot be
+    /// started.
     ///
     /// # Examples
     ///

@@ -55,9 +55,46 @@
 //!   descriptor ([`Builder::run_on_readable`], unix; on tokio, `Builder::tokio_readiness` lets
 //!   tokio's reactor watch it) and at the deadlines `run_once` reports
 //!   ([`Builder::build_with_deadline`]).
-//! - No wait pending: the timer stops. The first wait, or a [`Pump::kick`], restarts it.
+//! - No wait pending: the timers stop (see "Idle" below). The first wait restarts them.
 //! - [`Pump::close`], dropping the last [`Pump`], or dropping the driver ends every wait with
 //!   [`Error::Closed`]; a panic in `run_once` ends them with [`Error::Panicked`]. Nothing hangs.
+//!
+//! # Idle
+//!
+//! One rule, for every way a pump is built: **while no wait is pending, the pump makes no run
+//! for a tick or for the loop's own deadline; whatever the library itself asks for still runs
+//! it** — readiness of its descriptor or [descriptor set](Descriptors) (data it queued with
+//! nobody waiting goes out, a hang-up is seen), a [`Pump::kick`], a [`LoopHandle`] call or post,
+//! a [`Pump::turn`]. Idle, the pump costs nothing unless the library's descriptors are ready.
+//! [`Builder::idle_stop`]`(false)` keeps the timers running too, for a library whose timers
+//! must fire with nobody waiting.
+//!
+//! # Re-entrancy
+//!
+//! From inside a pump — its `run_once`, one of its checks, a call on its loop's thread, the drop
+//! of its loop — every call that would wait for that pump ([`Pump::turn`], the waits,
+//! [`LoopHandle::call`], [`Pump::closed`]) fails with [`Error::Reentrant`] instead of waiting
+//! for itself, however deeply pumps nest (A's `run_once` turning B, whose `run_once` calls A).
+//! [`Pump::kick`], [`Pump::close`], [`LoopHandle::post`] and [`Completions::complete`] never
+//! wait, and work there.
+//!
+//! # Panics in user code
+//!
+//! No panic in a closure the crate takes aborts the process, and none lands in a task that
+//! merely happened to drop something last. Each row names the test that holds it to this.
+//!
+//! | user code that panics | the wait(s) | the pump | test |
+//! |---|---|---|---|
+//! | `run_once` | every wait ends with [`Error::Panicked`] | closes, [`Stats::panicked`] | `lifecycle.rs :: panic_in_run_once_fails_every_wait_with_panicked`, `completions.rs :: a_panic_in_run_once_ends_key_waits_with_panicked` |
+//! | a check, [`Strategy::PumpEvaluated`] | the panic resumes in that wait's task | goes on | `strategies.rs :: a_panicking_check_fails_its_own_wait_only` |
+//! | a check, [`Strategy::Broadcast`] | the panic resumes in that wait's task (it ran there) | goes on | `promises.rs :: issue_21_a_panicking_broadcast_check_fails_its_own_wait_only` |
+//! | a [`LoopHandle::call`] closure | the panic resumes in the task awaiting the call | goes on | `loop_handle.rs :: a_panicking_call_fails_only_itself` |
+//! | a [`LoopHandle::post`] closure, [`LoopHandle::submit`]'s `start` | none: caught on the loop's thread | goes on | `loop_handle.rs :: a_panicking_call_fails_only_itself` |
+//! | [`LoopHandle::submit`]'s `cancel`, [`WaitKey::on_cancel`] | none (the wait had ended); its key is free again | goes on | `promises.rs :: issue_21_a_panicking_cancel_frees_its_key` |
+//! | the factory of a loop on its thread | every wait, call and post (also those sent while it ran) ends with [`Error::Panicked`] | closes | `promises.rs :: issue_21_calls_end_when_the_factory_panics` |
+//! | `Drop` of the loop's state | none (they ended at the close) | [`Stats::panicked`]; [`Pump::closed`] returns | `promises.rs :: issue_21_a_panicking_drop_of_the_state_is_reported` |
+//! | `Drop` of what `run_once` captured | end with [`Error::Closed`] as at any close | caught wherever the last reference goes (on smol this aborted) | `promises.rs :: issue_21_a_panicking_drop_of_run_once_never_aborts` |
+//! | `Drop` of what a check, a call or a post captured | unaffected | caught; goes on | `promises.rs :: issue_21_panicking_drops_of_checks_and_calls_stay_in_the_pump` |
 //!
 //! # Backends
 //!

@@ -116,7 +116,8 @@ impl<S: 'static> LoopHandle<S> {
         let sent = self
             .calls
             .push(Box::new(move |state: &mut S| answer.run(state, call)));
-        if sent.is_err() {
+        if let Err(refused) = sent {
+            crate::unwind::drop_caught(refused);
             return Call::failed(
                 &self.core,
                 self.core.status().err().unwrap_or(Error::Closed),
@@ -157,7 +158,8 @@ impl<S: 'static> LoopHandle<S> {
         let sent = self.calls.push(Box::new(move |state: &mut S| {
             let _ = catch_unwind(AssertUnwindSafe(|| post(state)));
         }));
-        if sent.is_err() {
+        if let Err(refused) = sent {
+            crate::unwind::drop_caught(refused);
             return Err(self.core.status().err().unwrap_or(Error::Closed));
         }
         self.core.kick();

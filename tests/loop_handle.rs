@@ -229,14 +229,21 @@ fn closed_returns_after_the_state_was_dropped_on_the_pump_thread() {
         let home = kit.home.lock().unwrap().expect("the factory ran");
         assert!(kit.dropped.lock().unwrap().is_none());
         kit.pump.close();
-        kit.pump.closed().await.expect("closed from outside the pump");
+        kit.pump
+            .closed()
+            .await
+            .expect("closed from outside the pump");
         assert_eq!(
             *kit.dropped.lock().unwrap(),
             Some(home),
             "dropped, on the loop's thread"
         );
         // Again, and from a clone: already so.
-        kit.pump.clone().closed().await.expect("closed from outside the pump");
+        kit.pump
+            .clone()
+            .closed()
+            .await
+            .expect("closed from outside the pump");
     });
 }
 

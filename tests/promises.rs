@@ -183,6 +183,69 @@ on_every_backend! {
         });
     }
 
+    // The drops of what checks and calls captured: a check's after its wait completed, a
+    // call's and a post's dropped unrun at the close. Each panic stays in the pump, which goes
+    // on (checks) or ends as it would (calls); nothing lands in the caller's task.
+    fn issue_21_panicking_drops_of_checks_and_calls_stay_in_the_pump(rt: Rt) {
+        rt.block_on(async {
+            let pump = rt.pump_with(Pump::builder(), || {});
+            let dropped = Arc::new(AtomicBool::new(false));
+            let bomb = Bomb(dropped.clone());
+            let outcome = within("a wait whose check holds a bomb", pump.wait_until(move || {
+                let _ = &bomb;
+                true
+            }))
+            .await;
+            assert_eq!(outcome, Ok(()));
+            eventually("the check was dropped", || dropped.load(SeqCst)).await;
+            within("a turn after", pump.turn()).await.expect("the pump goes on");
+            assert!(!pump.stats().panicked);
+
+            let (gate, hold) = std::sync::mpsc::channel::<()>();
+            let hold = Mutex::new(hold);
+            let (pump, handle) = Pump::builder()
+                .build_with_state(|| (), |_| None)
+                .expect("pump thread starts");
+            // A call that keeps the loop's thread busy, so the next two stay queued.
+            let started = Arc::new(AtomicBool::new(false));
+            let starting = started.clone();
+            let busy = handle.call(move |_| {
+                starting.store(true, SeqCst);
+                drop(hold.lock().unwrap().recv())
+            });
+            eventually("the busy call started", || started.load(SeqCst)).await;
+            let (call_dropped, post_dropped) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+            let bomb = Bomb(call_dropped.clone());
+            let queued_call = handle.call(move |_| drop(bomb));
+            let bomb = Bomb(post_dropped.clone());
+            handle.post(move |_| drop(bomb)).expect("posted");
+            pump.close();
+            gate.send(()).expect("the busy call waits");
+            assert_eq!(within("the busy call", busy).await, Ok(()));
+            assert_eq!(within("the queued call", queued_call).await, Err(Error::Closed));
+            within("closed()", pump.closed()).await.expect("closed from outside");
+            assert!(call_dropped.load(SeqCst) && post_dropped.load(SeqCst), "dropped unrun");
+        });
+    }
+
+    // A broadcast check runs in its wait's own poll: its panic resumes there, and the pump and
+    // the other waits go on.
+    fn issue_21_a_panicking_broadcast_check_fails_its_own_wait_only(rt: Rt) {
+        rt.block_on(async {
+            let pump = rt.pump_with(Pump::builder().strategy(ffi_pump::Strategy::Broadcast), || {});
+            let panicking = futures_lite::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(
+                pump.wait_until(|| panic!("a broadcast check that panics (expected by this test)")),
+            ))
+            .await;
+            assert!(panicking.is_err(), "the panic resumes in the awaiting task");
+            let rounds = pump.stats().rounds;
+            let probe = pump.clone();
+            within("another wait", pump.wait_until(move || probe.stats().rounds > rounds))
+                .await
+                .expect("the pump goes on");
+        });
+    }
+
     // 5. `closed()` from inside the pump is refused instead of waiting for itself: in a
     //    check, in a call, in `run_once`.
     fn issue_21_closed_from_inside_the_pump_is_refused(rt: Rt) {
@@ -362,7 +425,8 @@ mod io {
     impl Sender {
         fn send(&mut self, bytes: usize) -> std::io::Result<()> {
             self.left += bytes;
-            self.descriptors.watch(&self.socket, ffi_pump::Interest::WRITABLE)
+            self.descriptors
+                .watch(&self.socket, ffi_pump::Interest::WRITABLE)
         }
 
         fn run_once(&mut self) -> Option<Instant> {

@@ -137,6 +137,8 @@ impl<C, T> OnPump<C, T> {
         let guard = LoopGuard::try_new(&self.core);
         if let Some(guard) = &guard {
             if guard.check(|| entry.evaluate(false)).is_some() {
+                // What the check captured goes now, its panic kept from the awaiting task.
+                crate::unwind::drop_caught(entry);
                 return Ok(());
             }
         }
@@ -154,7 +156,8 @@ impl<C, T> OnPump<C, T> {
             // The holder may have let go before the entry arrived.
             None => evaluate_arrivals(&self.core),
         }
-        if inserted.is_err() {
+        if let Err(refused) = inserted {
+            crate::unwind::drop_caught(refused);
             return Err(self.core.status().err().unwrap_or(Error::Closed));
         }
         Ok(())

@@ -101,7 +101,10 @@ fn nothing_due_means_no_runs() {
         );
         tcl.pump().close();
         assert_eq!(sleeper.await, Err(Error::Closed));
-        tcl.pump().closed().await.expect("closed from outside the pump");
+        tcl.pump()
+            .closed()
+            .await
+            .expect("closed from outside the pump");
     });
 }
 

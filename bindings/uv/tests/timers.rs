@@ -76,7 +76,10 @@ fn nothing_due_means_no_runs() {
         );
         uv.pump().close();
         assert_eq!(sleeper.await, Err(Error::Closed));
-        uv.pump().closed().await.expect("closed from outside the pump");
+        uv.pump()
+            .closed()
+            .await
+            .expect("closed from outside the pump");
     });
 }
 
