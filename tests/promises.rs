@@ -211,7 +211,7 @@ on_every_backend! {
             let starting = started.clone();
             let busy = handle.call(move |_| {
                 starting.store(true, SeqCst);
-                drop(hold.lock().unwrap().recv())
+                let _ = hold.lock().unwrap().recv();
             });
             eventually("the busy call started", || started.load(SeqCst)).await;
             let (call_dropped, post_dropped) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
