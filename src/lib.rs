@@ -1,5 +1,6 @@
 //! Drive a C library's non-reentrant event loop from many async tasks: once per round, never
-//! concurrently, never re-entrantly, and not at all while nobody waits.
+//! concurrently, never re-entrantly, and not at all while nobody waits and none of its
+//! descriptors is ready.
 //!
 //! ```
 //! use ffi_pump::Pump;
