@@ -103,15 +103,17 @@ impl<S> Calls<S> {
         }
     }
 
-    /// Runs every queued call and cleanup, in order, on the loop's thread. Each catches its own
-    /// panic.
+    /// Runs every queued call and cleanup, in order, on the loop's thread, none of their panics
+    /// going further.
     pub(crate) fn run_all(&self, state: &mut S) {
         let jobs = std::mem::take(&mut lock(&self.queue).jobs);
         for job in jobs {
-            match job {
+            // A job catches its closure's panic, but not one in dropping what it leaves behind
+            // (a call's value nobody waits for): caught here, so the rest of the batch runs.
+            let _ = catch_unwind(AssertUnwindSafe(|| match job {
                 Queued::Call(job) => job(state),
                 Queued::Cleanup(cleanup) => cleanup(Some(state)),
-            }
+            }));
         }
     }
 
@@ -140,7 +142,7 @@ impl<S> Calls<S> {
             })
             .collect::<Vec<_>>();
         for cleanup in cleanups.into_iter().chain(held.into_iter().map(|(_, c)| c)) {
-            cleanup(state.as_deref_mut());
+            let _ = catch_unwind(AssertUnwindSafe(|| cleanup(state.as_deref_mut())));
         }
     }
 }

@@ -27,6 +27,16 @@ pub(crate) enum KeyState<V> {
     Abandoned,
 }
 
+/// What a wait with a cancel hook found as it gave up ([`Table::abandon`]).
+pub(crate) enum GaveUp<V> {
+    /// The key is another wait's: left alone, and the hook is not this wait's to run.
+    NotMine,
+    /// The key had completed: nothing to cancel. Its value, taken out for nobody.
+    Completed(V),
+    /// The key is marked abandoned until the hook ran; the waker the wait had left there.
+    Marked(Option<Waker>),
+}
+
 pub(crate) struct Table<K, V> {
     keys: Mutex<HashMap<K, KeyState<V>>>,
 }
@@ -39,20 +49,31 @@ impl<K, V> Table<K, V> {
 }
 
 impl<K: Eq + Hash + Clone, V> Table<K, V> {
-    /// The wait on `key` gave up with a cancel hook: marks the key abandoned, or, if its value
-    /// arrived already, takes it out (to be dropped by the caller, outside the lock).
-    pub(crate) fn abandon(&self, key: &K) -> Option<V> {
+    /// The wait on `key` gave up with a cancel hook. `owner`: the wait was pending on the key,
+    /// which is then its own; a wait that never got that far gives up only a key that is
+    /// nobody's. What it finds is handed out, to be dropped by the caller outside the lock.
+    pub(crate) fn abandon(&self, key: &K, owner: bool) -> GaveUp<V> {
         let mut keys = self.keys();
-        match keys.get(key) {
-            Some(KeyState::Done(_) | KeyState::Claimed(_)) => match keys.remove(key) {
-                Some(KeyState::Done(value) | KeyState::Claimed(value)) => Some(value),
-                _ => None,
-            },
-            _ => {
-                keys.insert(key.clone(), KeyState::Abandoned);
-                None
-            }
+        let nobodys = matches!(keys.get(key), None | Some(KeyState::Done(_)));
+        if !owner && !nobodys {
+            return GaveUp::NotMine;
         }
+        match keys.insert(key.clone(), KeyState::Abandoned) {
+            Some(KeyState::Done(value) | KeyState::Claimed(value)) => {
+                keys.remove(key);
+                GaveUp::Completed(value)
+            }
+            Some(KeyState::Waiting(waker)) => GaveUp::Marked(Some(waker)),
+            Some(KeyState::Abandoned) | None => GaveUp::Marked(None),
+        }
+    }
+
+    /// Whether `key` holds a value no wait has taken yet.
+    pub(crate) fn holds_value(&self, key: &K) -> bool {
+        matches!(
+            self.keys().get(key),
+            Some(KeyState::Done(_) | KeyState::Claimed(_))
+        )
     }
 
     /// The wait pending on `key` gave up without a cancel hook: takes its waker out, and leaves

@@ -4,6 +4,7 @@ use std::fmt;
 use std::future::Future;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -228,9 +229,21 @@ impl<S: 'static> LoopHandle<S> {
         K: Eq + Hash + Clone + Send + 'static,
         V: Send + 'static,
     {
+        // The cancel is held before `start` is sent, so no close between the two can drop a
+        // cancel owed; it runs only if `start` ran (a close may drop `start` unrun).
+        let started = Arc::new(AtomicBool::new(false));
+        let ran = started.clone();
+        let wait = WaitKey::new(self.core.clone(), table, key).on_cancel(self, move |state| {
+            if ran.load(Ordering::SeqCst) {
+                cancel(state);
+            }
+        });
         // A closed pump drops `start`; the wait then ends with the pump's error.
-        let _ = self.post(start);
-        WaitKey::new(self.core.clone(), table, key).on_cancel(self, cancel)
+        let _ = self.post(move |state| {
+            started.store(true, Ordering::SeqCst);
+            start(state);
+        });
+        wait
     }
 }
 

@@ -359,6 +359,110 @@ on_every_backend! {
             }
         });
     }
+
+    // Cancel hooks at the edges of a wait's life. A wait with a cancel hook dropped before its
+    // first poll leaves another wait's key alone; a key that completed in the last run before
+    // the close is not cancelled (its wait takes the value); a `start` dropped unrun at the
+    // close is not cancelled either.
+    fn issue_21_cancel_hooks_run_only_for_work_that_started_and_did_not_finish(rt: Rt) {
+        rt.block_on(async {
+            let cancels = Arc::new(AtomicUsize::new(0));
+            let count = |cancels: &Arc<AtomicUsize>| {
+                let cancels = cancels.clone();
+                move |_: &mut ()| {
+                    cancels.fetch_add(1, SeqCst);
+                }
+            };
+            let (pump, handle) = Pump::builder()
+                .build_with_state(|| (), |_| None)
+                .expect("pump thread starts");
+            let table = Completions::<u32, u32>::new();
+
+            // Another wait's key: an unpolled second submit on it, dropped, leaves it alone.
+            let first = rt.spawn(handle.submit(&table, 1, |_| {}, count(&cancels)).timeout(HANG));
+            common::pending(&pump, 1).await;
+            drop(handle.submit(&table, 1, |_| {}, count(&cancels)));
+            within("a call", handle.call(|_| ())).await.expect("the pump runs");
+            table.complete(1, 10);
+            assert_eq!(first.await, Ok(10), "the first wait keeps its key");
+            assert_eq!(cancels.load(SeqCst), 0, "no cancel: one wait finished, one never had the key");
+
+            // Completed in the last run before the close: the wait gets its value, no cancel.
+            let waiting = rt.spawn(handle.submit(&table, 2, |_| {}, count(&cancels)).timeout(HANG));
+            common::pending(&pump, 1).await;
+            let (done, probe) = (table.clone(), pump.clone());
+            within(
+                "a call that completes and closes",
+                handle.call(move |_| {
+                    done.complete(2, 20);
+                    probe.close();
+                }),
+            )
+            .await
+            .expect("the call runs");
+            assert_eq!(waiting.await, Ok(20));
+            within("closed()", pump.closed()).await.expect("closed from outside");
+            assert_eq!(cancels.load(SeqCst), 0, "a completed key is not cancelled");
+
+            // `start` dropped unrun at the close: nothing to cancel.
+            let (pump, handle) = Pump::builder()
+                .build_with_state(|| (), |_| None)
+                .expect("pump thread starts");
+            let (gate, hold) = std::sync::mpsc::channel::<()>();
+            let hold = Mutex::new(hold);
+            let busy_started = Arc::new(AtomicBool::new(false));
+            let starting = busy_started.clone();
+            let busy = handle.call(move |_| {
+                starting.store(true, SeqCst);
+                let _ = hold.lock().unwrap().recv();
+            });
+            eventually("the busy call started", || busy_started.load(SeqCst)).await;
+            let started = Arc::new(AtomicBool::new(false));
+            let flag = started.clone();
+            let waiting = rt.spawn(
+                handle.submit(&table, 3, move |_| flag.store(true, SeqCst), count(&cancels)),
+            );
+            common::pending(&pump, 1).await;
+            pump.close();
+            gate.send(()).expect("the busy call waits");
+            assert_eq!(within("the busy call", busy).await, Ok(()));
+            assert_eq!(within("the wait", waiting).await, Err(Error::Closed));
+            within("closed()", pump.closed()).await.expect("closed from outside");
+            assert!(!started.load(SeqCst), "start was dropped unrun");
+            assert_eq!(cancels.load(SeqCst), 0, "nothing started, nothing cancelled");
+        });
+    }
+
+    // A call whose caller left, and whose value panics as it is dropped on the loop's thread,
+    // does not cost the calls queued after it.
+    fn issue_21_a_panicking_drop_of_a_calls_value_spares_the_rest_of_the_batch(rt: Rt) {
+        rt.block_on(async {
+            let (pump, handle) = Pump::builder()
+                .build_with_state(|| (), |_| None)
+                .expect("pump thread starts");
+            let (gate, hold) = std::sync::mpsc::channel::<()>();
+            let hold = Mutex::new(hold);
+            let busy_started = Arc::new(AtomicBool::new(false));
+            let starting = busy_started.clone();
+            let busy = handle.call(move |_| {
+                starting.store(true, SeqCst);
+                let _ = hold.lock().unwrap().recv();
+            });
+            eventually("the busy call started", || busy_started.load(SeqCst)).await;
+            let dropped = Arc::new(AtomicBool::new(false));
+            let flag = dropped.clone();
+            drop(handle.call(move |_| Bomb(flag))); // nobody takes its value
+            let after = Arc::new(AtomicBool::new(false));
+            let ran = after.clone();
+            handle.post(move |_| ran.store(true, SeqCst)).expect("posted");
+            gate.send(()).expect("the busy call waits");
+            assert_eq!(within("the busy call", busy).await, Ok(()));
+            within("a call after", handle.call(|_| ())).await.expect("the pump goes on");
+            assert!(dropped.load(SeqCst), "the value was dropped");
+            assert!(after.load(SeqCst), "the post queued after it ran");
+            assert!(!pump.is_closed());
+        });
+    }
 }
 
 // 8, which needs the descriptor set (epoll).

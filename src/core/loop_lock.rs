@@ -151,6 +151,8 @@ impl<'a> LoopGuard<'a> {
                 false
             }
             Runner::Here(run_once) => {
+                // Inside the pump: a `Drop` that awaits `closed()` is refused, not deadlocked.
+                let _inside = Inside::enter(self.core.id());
                 self.core.drop_user("run_once", run_once.into_inner());
                 true
             }

@@ -10,7 +10,7 @@ use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 
 use super::{Pending, Timeout, Wait};
-use crate::completions::{KeyState, Table};
+use crate::completions::{GaveUp, KeyState, Table};
 use crate::core::{CloseHook, Core};
 use crate::loop_handle::HeldCleanup;
 use crate::{Completions, Error, LoopHandle};
@@ -132,12 +132,18 @@ impl<K: Eq + Hash + Clone, V> Keyed<K, V> {
         let waiting = matches!(self.state, State::Waiting { .. });
         self.state = State::Done;
         if let Some(mut hook) = self.on_cancel.take() {
-            let late = self.table.abandon(&self.key);
-            if !hook.fire() {
-                self.table.unmark(&self.key);
+            match self.table.abandon(&self.key, waiting) {
+                GaveUp::Marked(waker) => {
+                    if !hook.fire() {
+                        self.table.unmark(&self.key);
+                    }
+                    drop(waker);
+                }
+                // The work finished, or is another wait's: the hook goes unrun.
+                GaveUp::Completed(value) => drop(crate::unwind::drop_caught(value)),
+                GaveUp::NotMine => {}
             }
             drop(hook);
-            crate::unwind::drop_caught(late);
             return;
         }
         if waiting {
@@ -225,10 +231,11 @@ where
     V: Send + 'static,
 {
     /// Cleans up in C when this wait gives up: if it times out, is dropped, or its pump closes
-    /// before the wait took its value, `cancel` runs on the loop's thread with the state,
-    /// exactly once, to remove the C object the key stood for (a transfer, a timer). A value
-    /// completed for the key and not yet taken when the wait gave up, or completed after and
-    /// before `cancel` ran, is dropped instead of kept for a wait that will never come.
+    /// before its key completed, `cancel` runs on the loop's thread with the state, exactly
+    /// once, to remove the C object the key stood for (a transfer, a timer). A value completed
+    /// for the key and not yet taken when the wait gave up (the work finished: `cancel` does not
+    /// run), or completed after and before `cancel` ran, is dropped instead of kept for a wait
+    /// that will never come.
     ///
     /// When the pump closes, the cancels of the waits it ends run on the loop's thread before
     /// the state is dropped, after the last run; if the state was never made (the factory
@@ -275,9 +282,12 @@ where
         let (table, key) = (keyed.table.clone(), keyed.key.clone());
         keyed.on_cancel = handle.hold_cleanup(Box::new(move |state| {
             match state {
-                // Caught, so the key is let go of whatever `cancel` does.
-                Some(state) => drop(catch_unwind(AssertUnwindSafe(|| cancel(state)))),
-                None => drop(crate::unwind::drop_caught(cancel)),
+                // At the close, a key that completed has nothing to cancel: its wait takes the
+                // value. Caught, so the key is let go of whatever `cancel` does.
+                Some(state) if !table.holds_value(&key) => {
+                    drop(catch_unwind(AssertUnwindSafe(|| cancel(state))))
+                }
+                _ => drop(crate::unwind::drop_caught(cancel)),
             }
             table.unmark(&key);
         }));
