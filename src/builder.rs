@@ -28,7 +28,10 @@ use crate::{Backend, Error, LoopHandle, Pump, Strategy};
 /// ```
 #[derive(Debug, Clone)]
 pub struct Builder {
-    interval: Duration,
+    /// `None`: not set, [`Builder::DEFAULT_INTERVAL`] for a pump that ticks; a pump whose
+    /// `run_once` reports deadlines refuses a set one.
+    interval: Option<Duration>,
+    check_budget: Duration,
     idle_stop: bool,
     strategy: Strategy,
     name: Option<Arc<str>>,
@@ -43,7 +46,8 @@ pub struct Builder {
 impl Default for Builder {
     fn default() -> Self {
         Builder {
-            interval: Builder::DEFAULT_INTERVAL,
+            interval: None,
+            check_budget: Builder::DEFAULT_CHECK_BUDGET,
             idle_stop: true,
             strategy: Strategy::default(),
             name: None,
@@ -64,13 +68,61 @@ impl Builder {
         Builder::default()
     }
 
+    /// The time the checks of pump-evaluated waits may take at a stretch when none is set:
+    /// 500 µs.
+    pub const DEFAULT_CHECK_BUDGET: Duration = Duration::from_micros(500);
+
     /// How often the pump's timer runs the loop while someone waits (default 1 ms).
     ///
     /// A zero interval is refused by [`build`](Builder::build). An interval too long for the
     /// clock (such as `Duration::MAX`) means the timer never fires: the loop then runs only for
     /// [`Pump::kick`] and [`Pump::turn`].
+    ///
+    /// Only pumps that tick have an interval: [`build`](Builder::build) and
+    /// [`build_on_thread`](Builder::build_on_thread). A pump whose `run_once` reports its
+    /// deadlines ([`build_with_deadline`](Builder::build_with_deadline),
+    /// [`build_with_state`](Builder::build_with_state),
+    /// [`build_with_descriptors`](Builder::build_with_descriptors)) refuses one with
+    /// [`Error::InvalidConfig`] rather than ignore it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::{Error, Pump};
+    /// use std::time::Duration;
+    ///
+    /// let ticked = Pump::builder().interval(Duration::from_millis(5)).build(|| {});
+    /// assert!(ticked.is_ok());
+    /// let hinted = Pump::builder().interval(Duration::from_millis(5)).build_with_deadline(|| None);
+    /// assert!(matches!(hinted, Err(Error::InvalidConfig(_))));
+    /// ```
     pub fn interval(mut self, interval: Duration) -> Self {
-        self.interval = interval;
+        self.interval = Some(interval);
+        self
+    }
+
+    /// How long the checks of pump-evaluated waits may run at a stretch (default
+    /// [`DEFAULT_CHECK_BUDGET`](Builder::DEFAULT_CHECK_BUDGET)).
+    ///
+    /// After each run the pump evaluates the registered checks under the loop lock; with many
+    /// slow checks, it stops once the budget is spent, lets go of the lock (so turns, kicks and
+    /// calls get their turn), and goes on with the checks not yet seen as soon as it can —
+    /// without calling the C loop again. A zero budget is refused by every `build` method.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::Pump;
+    /// use std::time::Duration;
+    ///
+    /// // Thousands of waits whose checks each call into C: keep the lock at most 2 ms.
+    /// let pump = Pump::builder()
+    ///     .check_budget(Duration::from_millis(2))
+    ///     .build(|| { /* ffi::run_event_loop_once() */ })?;
+    /// # Ok::<(), ffi_pump::Error>(())
+    /// ```
+    pub fn check_budget(mut self, budget: Duration) -> Self {
+        self.check_budget = budget;
         self
     }
 
@@ -199,8 +251,10 @@ impl Builder {
     ///
     /// It applies while the pump is driven on a tokio runtime ([`Backend::Tokio`], or
     /// [`Pump::run`] spawned on tokio) and only with
-    /// [`run_on_readable`](Builder::run_on_readable); on other executors and on a pump thread
-    /// async-io watches the descriptor as before. Readiness stays level-triggered: tokio's
+    /// [`run_on_readable`](Builder::run_on_readable); a pump driven elsewhere ([`Pump::run`] on
+    /// another executor) falls back to async-io's reactor. Settings it cannot apply are refused
+    /// at build with [`Error::InvalidConfig`]: without `run_on_readable` (no descriptor to
+    /// watch), and with the loop on its own thread (that thread watches through async-io). Readiness stays level-triggered: tokio's
     /// readiness is an edge it keeps until cleared, so the pump asks the kernel before trusting
     /// it.
     ///
@@ -259,15 +313,47 @@ impl Builder {
             .transpose()
     }
 
-    fn config(&self) -> Result<Config, Error> {
-        if self.interval.is_zero() {
-            return Err(Error::InvalidConfig("interval must be longer than zero"));
+    /// The settings of a pump that ticks (`reports_deadline: false`) or whose `run_once`
+    /// reports its deadlines, with the loop in the pump or on a thread of its own
+    /// (`on_thread`). Refuses every setting that would otherwise be ignored.
+    fn config(&self, reports_deadline: bool, on_thread: bool) -> Result<Config, Error> {
+        let interval = match self.interval {
+            Some(interval) if interval.is_zero() => {
+                return Err(Error::InvalidConfig("interval must be longer than zero"))
+            }
+            Some(_) if reports_deadline => {
+                return Err(Error::InvalidConfig(
+                    "interval: a pump whose run_once reports its deadlines has no ticks",
+                ))
+            }
+            Some(interval) => interval,
+            None => Builder::DEFAULT_INTERVAL,
+        };
+        if self.check_budget.is_zero() {
+            return Err(Error::InvalidConfig(
+                "check_budget must be longer than zero",
+            ));
         }
+        #[cfg(all(unix, feature = "tokio"))]
+        if self.tokio_readiness {
+            if on_thread {
+                return Err(Error::InvalidConfig(
+                    "tokio_readiness: a loop on its own thread is watched by async-io, not tokio",
+                ));
+            }
+            if self.trigger.is_none() {
+                return Err(Error::InvalidConfig(
+                    "tokio_readiness without run_on_readable: no descriptor to watch",
+                ));
+            }
+        }
+        let _ = on_thread;
         Ok(Config {
-            interval: self.interval,
+            interval,
+            check_budget: self.check_budget,
             idle_stop: self.idle_stop,
             strategy: self.strategy,
-            reports_deadline: false,
+            reports_deadline,
         })
     }
 
@@ -307,7 +393,7 @@ impl Builder {
             None
         };
         let core = Core::new(
-            self.config()?,
+            self.config(false, false)?,
             self.name.clone(),
             Runner::here(runner),
             #[cfg(unix)]
@@ -351,10 +437,8 @@ impl Builder {
     where
         F: FnMut() -> Option<Instant> + Send + 'static,
     {
-        let mut config = self.config()?;
-        config.reports_deadline = true;
         let core = Core::new(
-            config,
+            self.config(true, false)?,
             self.name.clone(),
             Runner::here(run_once),
             #[cfg(unix)]
@@ -408,7 +492,7 @@ impl Builder {
         R: FnMut() + 'static,
     {
         let core = Core::new(
-            self.config()?,
+            self.config(false, true)?,
             self.name.clone(),
             Runner::OnPumpThread,
             #[cfg(unix)]
@@ -504,6 +588,13 @@ impl Builder {
         F: FnOnce(crate::Descriptors) -> S + Send + 'static,
         R: FnMut(&mut S) -> Option<Instant> + Send + 'static,
     {
+        if self.trigger.is_some() {
+            return Err(Error::InvalidConfig(
+                "run_on_readable: build_with_descriptors watches its own set (watch the \
+                 descriptor in it instead)",
+            ));
+        }
+        self.config(true, true)?;
         let descriptors = crate::Descriptors::new().map_err(|err| Error::Trigger(err.kind()))?;
         self.trigger = Some(TriggerFd::new(&descriptors));
         self.build_with_state(move || factory(descriptors), run_once)
@@ -583,10 +674,8 @@ impl Builder {
         F: FnOnce() -> S + Send + 'static,
         R: FnMut(&mut S) -> Option<Instant> + Send + 'static,
     {
-        let mut config = self.config()?;
-        config.reports_deadline = true;
         let core = Core::new(
-            config,
+            self.config(true, true)?,
             self.name.clone(),
             Runner::OnPumpThread,
             #[cfg(unix)]

@@ -4,6 +4,7 @@ use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::Hash;
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::Arc;
 use std::task::Waker;
 
@@ -68,12 +69,28 @@ impl<K: Eq + Hash + Clone, V> Table<K, V> {
         }
     }
 
-    /// Whether `key` holds a value no wait has taken yet.
-    pub(crate) fn holds_value(&self, key: &K) -> bool {
-        matches!(
-            self.keys().get(key),
-            Some(KeyState::Done(_) | KeyState::Claimed(_))
-        )
+    /// The cancel hook of `key` is about to run: `false` if the key completed (its wait takes,
+    /// or took, the value: nothing to cancel); else marks it abandoned, so no wait can take a
+    /// value for it from now on, and the caller cancels. One step under the lock, so a wait
+    /// and the hook never both have the key.
+    ///
+    /// `settled` is the wait's word that it took its value, set under this same lock.
+    pub(crate) fn take_for_cancel(&self, key: &K, settled: &AtomicBool) -> bool {
+        let mut keys = self.keys();
+        if settled.load(SeqCst)
+            || matches!(
+                keys.get(key),
+                Some(KeyState::Done(_) | KeyState::Claimed(_))
+            )
+        {
+            return false;
+        }
+        let waiting = keys.insert(key.clone(), KeyState::Abandoned);
+        drop(keys);
+        if let Some(KeyState::Waiting(waker)) = waiting {
+            waker.wake();
+        }
+        true
     }
 
     /// The wait pending on `key` gave up without a cancel hook: takes its waker out, and leaves

@@ -127,3 +127,54 @@ fn run_polled_on_two_executors_at_once_keeps_one_run_at_a_time() {
         .block_on(on_tokio)
         .expect("the tokio driver ends with the pump");
 }
+
+/// `Err(InvalidConfig)` whose text names `setting`.
+fn refused<T>(outcome: Result<T, Error>, setting: &str) {
+    match outcome {
+        Err(Error::InvalidConfig(why)) if why.contains(setting) => {}
+        Err(other) => panic!("refused, but not for {setting}: {other:?}"),
+        Ok(_) => panic!("built although {setting} cannot apply"),
+    }
+}
+
+/// Every setting a pump cannot apply is refused by `build`, naming it, instead of ignored.
+#[test]
+fn settings_a_pump_cannot_apply_are_refused_by_name() {
+    let interval = || Pump::builder().interval(Duration::from_millis(5));
+    refused(interval().build_with_deadline(|| None), "interval");
+    refused(interval().build_with_state(|| (), |_| None), "interval");
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    refused(
+        interval().build_with_descriptors(|_| (), |_| None),
+        "interval",
+    );
+    let no_budget = || Pump::builder().check_budget(Duration::ZERO);
+    refused(no_budget().build(|| {}), "check_budget");
+    refused(no_budget().build_with_deadline(|| None), "check_budget");
+    refused(no_budget().build_on_thread(|| || {}), "check_budget");
+    refused(
+        no_budget().build_with_state(|| (), |_| None),
+        "check_budget",
+    );
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        let (library_side, _peer) = std::os::unix::net::UnixStream::pair().expect("socket pair");
+        refused(
+            Pump::builder()
+                .run_on_readable(&library_side)
+                .build_with_descriptors(|_| (), |_| None),
+            "run_on_readable",
+        );
+    }
+    // The settings each builder does use still build.
+    assert!(interval().build(|| {}).is_ok());
+    let pump = interval()
+        .build_on_thread(|| || {})
+        .expect("ticks on its thread");
+    pump.close();
+    let (pump, _handle) = Pump::builder()
+        .check_budget(Duration::from_millis(2))
+        .build_with_state(|| (), |_| None)
+        .expect("a budget applies to every pump");
+    pump.close();
+}

@@ -191,14 +191,39 @@ fn a_runtime_without_io_fails_the_waits_with_a_trigger_error() {
 }
 
 #[test]
-fn tokio_readiness_is_ignored_on_other_executors() {
+fn tokio_readiness_is_refused_for_a_loop_on_its_own_thread() {
+    let fx = Arc::new(FakeLoop::new(1));
+    let refused = fixture_readiness(&fx).build_on_thread(|| || {});
+    assert!(
+        matches!(refused, Err(Error::InvalidConfig(why)) if why.contains("tokio_readiness")),
+        "got {refused:?}"
+    );
+    let refused = Pump::builder()
+        .run_on_readable(fx.ready_fd().expect("the fixture's ready descriptor"))
+        .tokio_readiness(true)
+        .build_with_state(|| (), |_| None);
+    assert!(
+        matches!(&refused, Err(Error::InvalidConfig(why)) if why.contains("tokio_readiness")),
+        "got {:?}",
+        refused.map(drop)
+    );
+    let refused = Pump::builder().tokio_readiness(true).build(|| {});
+    assert!(
+        matches!(refused, Err(Error::InvalidConfig(why)) if why.contains("run_on_readable")),
+        "tokio_readiness with no descriptor to watch: {refused:?}"
+    );
+}
+
+#[test]
+fn tokio_readiness_falls_back_to_async_io_on_other_executors() {
     let fx = Arc::new(FakeLoop::new(1));
     let pump = fixture_readiness(&fx)
-        .build_on_thread({
+        .build({
             let fx = fx.clone();
-            move || move || fx.run_once().expect("not re-entered")
+            move || fx.run_once().expect("not re-entered")
         })
-        .expect("pump thread starts");
+        .expect("valid settings");
+    pump.spawn_on(Backend::Smol).expect("smol is compiled in");
     let started = Instant::now();
     fx.arm_in(0, Duration::from_millis(20));
     let outcome = futures_lite::future::block_on(
@@ -209,7 +234,7 @@ fn tokio_readiness_is_ignored_on_other_executors() {
     let elapsed = started.elapsed();
     assert!(
         elapsed < Duration::from_millis(900),
-        "async-io's readiness did not turn the pump thread: {elapsed:?}"
+        "async-io's readiness did not turn the pump on smol: {elapsed:?}"
     );
     pump.close();
 }

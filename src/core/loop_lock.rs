@@ -197,7 +197,7 @@ impl<'a> LoopGuard<'a> {
                 if core.config.reports_deadline {
                     core.next_deadline.set(next);
                 }
-                let budget = core.config.interval / 2;
+                let budget = core.config.check_budget;
                 let seen_all = core.registry.evaluate(budget, &mut woken, &mut removed);
                 // The next tick goes on where this pass stopped; a pump that reports deadlines
                 // has no tick, and the waits not seen may already hold.

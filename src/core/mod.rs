@@ -56,6 +56,8 @@ use crate::{Error, Stats, Strategy};
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Config {
     pub(crate) interval: Duration,
+    /// [`Builder::check_budget`](crate::Builder::check_budget).
+    pub(crate) check_budget: Duration,
     pub(crate) idle_stop: bool,
     pub(crate) strategy: Strategy,
     /// `run_once` reports when it next needs to run
@@ -233,6 +235,7 @@ pub(crate) mod loom_support {
     pub(crate) fn core() -> Arc<Core> {
         let config = Config {
             interval: Duration::from_millis(1),
+            check_budget: Duration::from_micros(500),
             idle_stop: true,
             strategy: Strategy::PumpEvaluated,
             reports_deadline: false,

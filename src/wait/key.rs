@@ -6,6 +6,7 @@ use std::future::Future;
 use std::hash::Hash;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 
@@ -34,6 +35,9 @@ struct Keyed<K: Eq + Hash + Clone, V> {
     /// [`WaitKey::on_cancel`]: the cleanup held on the loop's thread. Fired when the wait gives
     /// up; dropping it (the wait got its value, or the key was not its) releases it unrun.
     on_cancel: Option<Box<dyn HeldCleanup>>,
+    /// With a cancel hook: set, under the table's lock, when the wait takes its value, so the
+    /// hook run by a close at that moment knows there is nothing to cancel.
+    settled: Option<Arc<AtomicBool>>,
 }
 
 impl<K, V> Keyed<K, V>
@@ -73,6 +77,9 @@ where
                 let (KeyState::Claimed(value) | KeyState::Done(value)) = state.remove() else {
                     unreachable!("matched a value")
                 };
+                if let Some(settled) = &self.settled {
+                    settled.store(true, SeqCst);
+                }
                 drop(keys);
                 self.on_cancel = None;
                 self.state = State::Done;
@@ -202,6 +209,7 @@ impl<K: Eq + Hash + Clone, V> WaitKey<K, V> {
                 key,
                 state: State::New,
                 on_cancel: None,
+                settled: None,
             }),
         }
     }
@@ -280,11 +288,13 @@ where
     ) -> Self {
         let keyed = self.wait.wait_mut();
         let (table, key) = (keyed.table.clone(), keyed.key.clone());
+        let settled = Arc::new(AtomicBool::new(false));
+        keyed.settled = Some(settled.clone());
         keyed.on_cancel = handle.hold_cleanup(Box::new(move |state| {
             match state {
                 // At the close, a key that completed has nothing to cancel: its wait takes the
                 // value. Caught, so the key is let go of whatever `cancel` does.
-                Some(state) if !table.holds_value(&key) => {
+                Some(state) if table.take_for_cancel(&key, &settled) => {
                     drop(catch_unwind(AssertUnwindSafe(|| cancel(state))))
                 }
                 _ => drop(crate::unwind::drop_caught(cancel)),
