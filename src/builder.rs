@@ -409,12 +409,13 @@ impl Builder {
     /// runs once as soon as a wait is pending, to hear it, then sleeps until that moment instead
     /// of ticking: while nothing is due it makes no runs at all. It still runs on
     /// [`Pump::kick`], [`Pump::turn`] and readiness ([`run_on_readable`](Builder::run_on_readable));
-    /// kick it after submitting work, so `run_once` can report the new deadline. The interval is
-    /// not used for ticks.
+    /// kick it after submitting work, so `run_once` can report the new deadline. It has no
+    /// ticks, so it refuses an [`interval`](Builder::interval).
     ///
     /// # Errors
     ///
-    /// As for [`build`](Builder::build).
+    /// [`Error::InvalidConfig`] for an [`interval`](Builder::interval), a zero
+    /// [`check_budget`](Builder::check_budget), or `tokio_readiness` without `run_on_readable`.
     ///
     /// # Examples
     ///
@@ -623,9 +624,9 @@ impl Builder {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidConfig`] for a zero interval (even though the interval is not used here:
-    /// the loop runs at its own deadlines), [`Error::ThreadSpawn`] if the thread cannot be
-    /// started.
+    /// [`Error::InvalidConfig`] for an [`interval`](Builder::interval) (the loop runs at its own
+    /// deadlines: it has no ticks) and for the other settings it cannot apply,
+    /// [`Error::ThreadSpawn`] if the thread cannot be started.
     ///
     /// # Examples
     ///
