@@ -339,9 +339,10 @@ on_every_backend! {
 
 on_every_backend! {
     fn a_hinted_pump_goes_on_with_an_evaluation_its_budget_cut_short(rt: Rt) {
-        // Regression: after a run, the checks get half an interval; the rest waits for the next
+        // Regression: after a run, the checks get their budget; the rest waited for the next
         // run. A pump that reports deadlines has no next tick, so 1 745 of 2 000 waits whose
-        // ids were ready stayed asleep until their timeouts.
+        // ids were ready stayed asleep until their timeouts. Then the pump kicked itself: a C
+        // run for each cut pass. Now the rest goes on with no run at all.
         const IDS: u32 = 1_000;
         let fx = Arc::new(FakeLoop::new(IDS));
         rt.block_on(async {
@@ -363,15 +364,22 @@ on_every_backend! {
                 .collect();
             pending(&pump, IDS as usize).await;
             let started = Instant::now();
+            // One deadline for all: a single run readies every id.
+            let due = fake_loop::now_ns() + 20_000_000;
             for id in 0..IDS {
-                fx.arm_in(id, Duration::from_millis(20));
+                fx.arm_at(id, due);
             }
+            let runs_before = fx.stats().calls;
             pump.kick();
             for task in tasks {
                 assert_eq!(task.await, Ok(()));
             }
             let elapsed = started.elapsed();
             assert!(elapsed < Duration::from_secs(5), "the waits took {elapsed:?}");
+            // The kick's run hears the deadline, the deadline's run readies every id; the
+            // checks the budget cut (1 000 × 5 µs against 500 µs) need no run of their own.
+            let runs = fx.stats().calls - runs_before;
+            assert!(runs <= 3, "{runs} runs for 1 000 checks over their budget");
         });
     }
 }

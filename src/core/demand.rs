@@ -9,13 +9,15 @@ use crate::sync::AtomicUsize;
 
 /// [`Demand::state`]: a kick is waiting for its run.
 const KICKED: usize = 1;
+/// [`Demand::state`]: a round's checks were cut short by their budget and go on, with no run.
+const CHECKS: usize = 1 << 1;
 /// [`Demand::state`]: one pending wait.
-const WAIT: usize = 1 << 1;
+const WAIT: usize = 1 << 2;
 
 /// What the driver serves.
 ///
-/// `state` is `pending waits << 1 | KICKED`, so "is the pump idle?" is one load compared with
-/// zero, and no reader can see the count and the kick from two different moments. A wait adds
+/// `state` is `pending waits << 2 | CHECKS | KICKED`, so "is the pump idle?" is one load compared
+/// with zero, and no reader can see the count and the bits from two different moments. A wait adds
 /// itself before the pump can see it ([`Pending`](crate::wait::Pending)), so a driver that finds
 /// the pump idle never sweeps away a wait that is about to register. The kick bit is set by
 /// [`kick`](Demand::kick) and taken by the driver's [`take_kick`](Demand::take_kick) before the
@@ -69,11 +71,24 @@ impl Demand {
         self.state.fetch_and(!KICKED, SeqCst) & KICKED != 0
     }
 
-    pub(crate) fn is_kicked(&self) -> bool {
-        self.state.load(SeqCst) & KICKED != 0
+    /// Asks the driver to go on with checks a pass left for lack of time, without a run.
+    pub(crate) fn go_on_checking(&self) {
+        self.state.fetch_or(CHECKS, SeqCst);
+        self.wake.notify(usize::MAX);
     }
 
-    /// Whether the driver may sleep until woken: nobody waits and nobody kicked.
+    /// Takes the request to go on checking, if there is one: the caller goes on with the checks
+    /// (or runs the loop, which starts a new round of them).
+    pub(crate) fn take_checks(&self) -> bool {
+        self.state.fetch_and(!CHECKS, SeqCst) & CHECKS != 0
+    }
+
+    /// Whether a kick or the rest of a round's checks waits for the driver.
+    pub(crate) fn has_work(&self) -> bool {
+        self.state.load(SeqCst) & (KICKED | CHECKS) != 0
+    }
+
+    /// Whether the driver may sleep until woken: nobody waits, nobody kicked, no checks left.
     pub(crate) fn is_idle(&self) -> bool {
         self.idle_stop && self.state.load(SeqCst) == 0
     }
@@ -101,7 +116,7 @@ mod tests {
         demand.add_pending();
         assert_eq!(demand.pending(), 2);
         demand.kick();
-        assert!(demand.is_kicked());
+        assert!(demand.has_work());
         assert_eq!(demand.pending(), 2, "a kick does not count as a wait");
         demand.remove_pending();
         demand.remove_pending();
@@ -109,6 +124,11 @@ mod tests {
         assert!(demand.take_kick());
         assert!(!demand.take_kick(), "a kick is taken once");
         assert!(demand.is_idle());
+        demand.go_on_checking();
+        assert!(!demand.is_idle(), "checks left keep the pump busy");
+        assert_eq!(demand.pending(), 0, "checks left are not a wait");
+        assert!(demand.take_checks());
+        assert!(!demand.has_work() && demand.is_idle());
         assert!(
             !Demand::new(false).is_idle(),
             "without idle stop the pump is never idle"

@@ -197,12 +197,14 @@ impl<'a> LoopGuard<'a> {
                 if core.config.reports_deadline {
                     core.next_deadline.set(next);
                 }
+                // A new round of checks: whatever the last one left goes with it.
+                core.demand.take_checks();
                 let budget = core.config.check_budget;
                 let seen_all = core.registry.evaluate(budget, &mut woken, &mut removed);
-                // The next tick goes on where this pass stopped; a pump that reports deadlines
-                // has no tick, and the waits not seen may already hold.
-                if !seen_all && core.config.reports_deadline {
-                    core.demand.kick();
+                // The waits not seen may hold already: their checks go on at once, with the
+                // lock let go meanwhile, and with no run (the loop has nothing new to say).
+                if !seen_all {
+                    core.demand.go_on_checking();
                 }
             }
             clock.checked();
@@ -223,6 +225,27 @@ impl<'a> LoopGuard<'a> {
             },
             &clock,
         );
+    }
+}
+
+impl LoopGuard<'_> {
+    /// Goes on with the checks of a round that a pass left for lack of time, and lets go.
+    pub(crate) fn go_on_checking(self) {
+        let core = self.core;
+        let mut woken = Vec::new();
+        let mut removed = Vec::new();
+        {
+            let _inside = Inside::enter(core.id());
+            let budget = core.config.check_budget;
+            if !core
+                .registry
+                .evaluate_rest(budget, &mut woken, &mut removed)
+            {
+                core.demand.go_on_checking();
+            }
+        }
+        drop(self);
+        wake(woken, removed);
     }
 }
 

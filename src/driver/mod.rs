@@ -124,14 +124,22 @@ pub(crate) async fn drive<L: FnMut() -> Option<Instant>>(core: &Core, mut local:
             return;
         }
     };
-    while let Next::Run(cause) = wakeups.next().await {
-        if let Some(guard) = lock_for(core, cause).await {
-            guard.run(
-                cause,
-                local
-                    .as_mut()
-                    .map(|run_once| run_once as &mut dyn FnMut() -> Option<Instant>),
-            );
+    loop {
+        match wakeups.next().await {
+            Next::Run(cause) => {
+                if let Some(guard) = lock_for(core, cause).await {
+                    guard.run(
+                        cause,
+                        local
+                            .as_mut()
+                            .map(|run_once| run_once as &mut dyn FnMut() -> Option<Instant>),
+                    );
+                }
+            }
+            // Whoever holds the lock now may be a run, which starts a new round of checks;
+            // going on with the old one after it is then at worst a pass over nothing.
+            Next::Check => LoopGuard::new(core, core.loop_lock.lock().await).go_on_checking(),
+            Next::Stop => return,
         }
         // A run slower than the interval leaves the timer overdue (and a kick may be waiting
         // already): without handing the thread back here, the driver would run the loop again

@@ -39,6 +39,8 @@ impl NextDeadline {
 pub(crate) enum Next {
     /// Run the loop, for this.
     Run(Cause),
+    /// Go on with the checks a pass left for lack of time; no run.
+    Check,
     /// The pump is closed (or has just been closed for a failed trigger): stop driving.
     Stop,
 }
@@ -116,8 +118,11 @@ impl<'a> Wakeups<'a> {
             if core.demand.take_kick() {
                 return Next::Run(Cause::Kick);
             }
+            if core.demand.take_checks() {
+                return Next::Check;
+            }
             let demand = core.demand.listen();
-            if core.is_closed() || core.demand.is_kicked() {
+            if core.is_closed() || core.demand.has_work() {
                 continue;
             }
             if core.demand.is_idle() {

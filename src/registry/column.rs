@@ -15,6 +15,11 @@ const CLOCK_STRIDE: usize = 256;
 pub(super) trait Column: Send {
     /// Evaluates entries from where the last pass stopped, until all were seen or the pass's
     /// deadline is reached; `false` if it stopped for lack of time.
+    /// Starts a round (a run just happened): every entry is to be evaluated again.
+    fn begin_round(&mut self);
+
+    /// Evaluates the entries not yet evaluated this round, from where the last pass stopped,
+    /// until none is left (`true`) or the pass's time is up (`false`).
     fn evaluate(&mut self, pass: &mut Pass<'_>) -> bool;
 
     /// Evaluates the entry under `key` only.
@@ -39,8 +44,11 @@ pub(super) struct Typed<E> {
     entries: Vec<Option<E>>,
     free: Vec<usize>,
     len: usize,
-    /// Where the last pass stopped for lack of time.
+    /// Where the next pass starts: where the last one stopped for lack of time, or, once a
+    /// round is done, where it began (so each round starts where the last began).
     cursor: usize,
+    /// Keys this round has yet to visit, from `cursor` on.
+    left: usize,
     removed: Vec<E>,
 }
 
@@ -52,6 +60,7 @@ impl<E: Evaluate> Typed<E> {
             free: Vec::new(),
             len: 0,
             cursor: 0,
+            left: 0,
             removed: Vec::new(),
         }
     }
@@ -113,26 +122,35 @@ impl<E: Evaluate> Typed<E> {
             self.entries = Vec::new();
             self.free = Vec::new();
             self.cursor = 0;
+            self.left = 0;
         }
     }
 }
 
 impl<E: Evaluate> Column for Typed<E> {
+    fn begin_round(&mut self) {
+        self.left = self.entries.len();
+    }
+
     fn evaluate(&mut self, pass: &mut Pass<'_>) -> bool {
         if self.len == 0 {
             self.shrink_if_empty();
             return true;
         }
         let size = self.entries.len();
+        // Keys stored since the round began were evaluated as they arrived.
+        let left = self.left.min(size);
         let start = self.cursor % size;
-        // In key order from `start`, wrapping once; blocks are announced as they are entered.
-        let keys = (start..size).chain(0..start);
+        // In key order from `start`, wrapping at most once; blocks are announced as they are
+        // entered.
+        let keys = (start..size).chain(0..start).take(left);
         let mut look_for_marks = false;
         for (step, key) in keys.enumerate() {
             if step % CLOCK_STRIDE == CLOCK_STRIDE - 1
                 && pass.deadline.is_some_and(|d| Instant::now() >= d)
             {
                 self.cursor = key;
+                self.left = left - step;
                 return false;
             }
             if step == 0 || key % super::BLOCK == 0 {
@@ -140,7 +158,8 @@ impl<E: Evaluate> Column for Typed<E> {
             }
             self.evaluate_one(key, look_for_marks, pass);
         }
-        self.cursor = start;
+        self.cursor = (start + left) % size;
+        self.left = 0;
         true
     }
 

@@ -366,9 +366,10 @@ impl Registry {
         pass.end(&mut slab, removed);
     }
 
-    /// Evaluates entries, starting where the last evaluation stopped, until all were seen or
-    /// `budget` is spent. The wakers of the completed ones go to `woken`, the entries taken out
-    /// to `removed`. Returns whether all were seen (if not, the next evaluation goes on).
+    /// Starts a round (a run just happened) and evaluates entries, from where the last pass
+    /// stopped, until every entry was seen or `budget` is spent. The wakers of the completed ones
+    /// go to `woken`, the entries taken out to `removed`. Returns whether the round is done (if
+    /// not, [`evaluate_rest`](Registry::evaluate_rest) goes on with it, with no run between).
     pub(crate) fn evaluate(
         &self,
         budget: Duration,
@@ -376,11 +377,45 @@ impl Registry {
         removed: &mut Vec<Removed>,
     ) -> bool {
         let mut slab = self.admit(None);
+        for column in &mut slab.columns {
+            column.begin_round();
+        }
+        Self::pass(
+            &mut slab,
+            Pass::new(self, Instant::now().checked_add(budget), woken),
+            removed,
+        )
+    }
+
+    /// Goes on with a round a pass left for lack of time: evaluates the entries it has not seen
+    /// yet (the C library has not run since, so the others' checks would say the same), until
+    /// none is left or `budget` is spent. Returns whether the round is done.
+    ///
+    /// Arrivals stay where they are, for the arrivals' own evaluation ([`evaluate_arrivals`]):
+    /// admitting them here would clear [`ARRIVED`] without evaluating them.
+    ///
+    /// [`evaluate_arrivals`]: Registry::evaluate_arrivals
+    pub(crate) fn evaluate_rest(
+        &self,
+        budget: Duration,
+        woken: &mut Vec<Waker>,
+        removed: &mut Vec<Removed>,
+    ) -> bool {
+        let mut slab = lock(&self.slab);
+        Self::pass(
+            &mut slab,
+            Pass::new(self, Instant::now().checked_add(budget), woken),
+            removed,
+        )
+    }
+
+    /// The columns in turn from where the last pass stopped, each with what it has left of the
+    /// round.
+    fn pass(slab: &mut Slab, mut pass: Pass<'_>, removed: &mut Vec<Removed>) -> bool {
         let columns = slab.columns.len();
         if columns == 0 {
             return true;
         }
-        let mut pass = Pass::new(self, Instant::now().checked_add(budget), woken);
         let first = slab.next_column % columns;
         let mut seen_all = true;
         for column in (first..columns).chain(0..first) {
@@ -390,7 +425,7 @@ impl Registry {
                 break;
             }
         }
-        pass.end(&mut slab, removed);
+        pass.end(slab, removed);
         seen_all
     }
 
