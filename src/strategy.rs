@@ -22,8 +22,8 @@ pub enum Strategy {
     /// The checks are stored inline, one vector per check type, and called without a lock per
     /// check, so a pass over many trivial checks is a loop over contiguous memory. The pump
     /// spends at most its [`check_budget`](crate::Builder::check_budget) at a stretch on
-    /// checks; beyond that it goes on where it stopped after the next run, so with very many
-    /// slow checks each runs every few rounds rather than every round.
+    /// checks; beyond that it lets go of the loop lock and goes on where it stopped at once,
+    /// without running the C loop again, until every check of the round was seen.
     #[default]
     PumpEvaluated,
     /// The core protocol: after each run every waiting task wakes and checks itself under the
