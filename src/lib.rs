@@ -152,6 +152,7 @@ mod completions;
 mod core;
 mod driver;
 mod error;
+mod kicker;
 mod loop_handle;
 mod pump;
 mod reactor;
@@ -173,6 +174,7 @@ pub use closed::Closed;
 pub use completions::Completions;
 pub use driver::Run;
 pub use error::Error;
+pub use kicker::Kicker;
 pub use loop_handle::{Call, LoopHandle};
 pub use pump::Pump;
 pub use stats::Stats;
@@ -203,6 +205,8 @@ fn __test_send_and_sync() {
     _assert_send::<LoopHandle<std::rc::Rc<u8>>>();
     _assert_sync::<LoopHandle<std::rc::Rc<u8>>>();
     _assert_send::<Call<u8>>();
+    _assert_send::<Kicker>();
+    _assert_sync::<Kicker>();
     _assert_send::<Error>();
     _assert_sync::<Error>();
 }

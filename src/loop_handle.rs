@@ -72,6 +72,28 @@ impl<S: 'static> LoopHandle<S> {
         LoopHandle { core, calls }
     }
 
+    /// A [`Kicker`](crate::Kicker) for this loop's pump, for the state to keep: it kicks the
+    /// pump (say, when the library queued work from a callback) and never keeps it alive, so the
+    /// pump still closes on its last handle.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::{Kicker, Pump};
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// // The state keeps a kicker, e.g. for a C callback that queued outgoing data.
+    /// let (pump, handle) = Pump::builder().build_with_state(|| None::<Kicker>, |_| None)?;
+    /// let kicker = handle.kicker();
+    /// handle.call(move |state| *state = Some(kicker)).await?;
+    /// drop((pump, handle)); // the pump closes although its state holds a kicker
+    /// # Ok::<(), ffi_pump::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn kicker(&self) -> crate::Kicker {
+        crate::Kicker::new(&self.core)
+    }
+
     /// Runs `call` with the loop's state on the loop's thread, between two runs, and returns its
     /// value.
     ///

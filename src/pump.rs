@@ -9,7 +9,8 @@ use crate::core::Core;
 #[cfg(doc)]
 use crate::Strategy;
 use crate::{
-    Backend, Builder, Closed, Completions, Error, Run, Stats, Turn, WaitFor, WaitKey, WaitUntil,
+    Backend, Builder, Closed, Completions, Error, Kicker, Run, Stats, Turn, WaitFor, WaitKey,
+    WaitUntil,
 };
 
 /// A shared driver for a C library's non-reentrant event loop.
@@ -417,6 +418,22 @@ impl Pump {
     /// ```
     pub fn kick(&self) {
         self.core().kick();
+    }
+
+    /// A [`Kicker`]: kicks this pump without keeping it alive, for the loop's state or a C
+    /// callback to hold.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::Pump;
+    ///
+    /// let pump = Pump::new(|| {});
+    /// let kicker = pump.kicker(); // e.g. moved into a C callback's user data
+    /// assert!(kicker.kick());
+    /// ```
+    pub fn kicker(&self) -> Kicker {
+        Kicker::new(self.core())
     }
 
     /// Closes the pump: the loop is not called again, and every pending and later wait ends with

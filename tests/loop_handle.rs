@@ -340,3 +340,38 @@ fn a_call_from_the_loops_own_thread_is_refused() {
         assert_eq!(refused, Err(Error::Reentrant));
     });
 }
+
+/// A state that keeps a `Kicker` (as a C callback's user data would) kicks its pump, and does
+/// not keep it from closing on its last handle, as a `Pump` in the state did.
+#[test]
+fn a_kicker_in_the_state_kicks_and_never_keeps_the_pump_alive() {
+    futures_lite::future::block_on(async {
+        let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = runs.clone();
+        let (pump, handle) = Pump::builder()
+            .build_with_state(
+                || None::<ffi_pump::Kicker>,
+                move |_| {
+                    counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    None
+                },
+            )
+            .expect("pump thread starts");
+        let kicker = handle.kicker();
+        let kept = kicker.clone();
+        handle
+            .call(move |state| *state = Some(kept))
+            .await
+            .expect("the call runs");
+        let before = runs.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(kicker.kick(), "the pump is open");
+        common::eventually("the kicked run", || {
+            runs.load(std::sync::atomic::Ordering::SeqCst) > before
+        })
+        .await;
+        drop(pump);
+        common::eventually("the pump closed on its last handle", || kicker.is_closed()).await;
+        assert_eq!(handle.call(|_| ()).await, Err(Error::Closed));
+        assert!(!kicker.kick(), "a closed pump hears no kick");
+    });
+}
