@@ -5,12 +5,11 @@ use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::backend::thread;
 use crate::calls::Calls;
 use crate::core::{Config, Core, Runner};
 #[cfg(unix)]
 use crate::trigger::{Trigger, TriggerFd};
-use crate::{Backend, Error, LoopHandle, Pump, Strategy};
+use crate::{Error, LoopHandle, Pump, Strategy};
 
 /// Settings for a [`Pump`], from [`Pump::builder`].
 ///
@@ -499,12 +498,17 @@ impl Builder {
             #[cfg(unix)]
             self.trigger()?,
         );
-        core.span.driven_by(Backend::Thread.label());
+        core.span.driven_by(crate::driver::LOOP_THREAD);
         let pump = Pump::from_core(core.clone());
-        thread::spawn_owner(core, None::<Arc<Calls<R>>>, factory, |run_once: &mut R| {
-            run_once();
-            None
-        })?;
+        crate::driver::spawn_loop_thread(
+            core,
+            None::<Arc<Calls<R>>>,
+            factory,
+            |run_once: &mut R| {
+                run_once();
+                None
+            },
+        )?;
         Ok(pump)
     }
 
@@ -682,11 +686,11 @@ impl Builder {
             #[cfg(unix)]
             self.trigger()?,
         );
-        core.span.driven_by(Backend::Thread.label());
+        core.span.driven_by(crate::driver::LOOP_THREAD);
         let calls = Arc::new(Calls::default());
         let handle = LoopHandle::new(core.clone(), calls.clone());
         let pump = Pump::from_core(core.clone());
-        thread::spawn_owner(core, Some(calls), factory, run_once)?;
+        crate::driver::spawn_loop_thread(core, Some(calls), factory, run_once)?;
         Ok((pump, handle))
     }
 }

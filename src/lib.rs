@@ -102,13 +102,16 @@
 //! The pump future only needs `async-io`'s timer, which drives itself, so it runs on any
 //! executor. The cargo features `smol` (default), `async-std` and `tokio` add spawn glue; they are
 //! additive, and [`Backend::detect`] documents which one [`Pump::spawn`] picks. With no runtime at
-//! all, [`Backend::Thread`] or [`Builder::build_on_thread`] drive the pump from a dedicated thread;
-//! the latter also keeps a `!Send` C handle on the one thread that owns it.
+//! all, two kinds of thread, named apart everywhere (thread names, the `tracing` span):
+//! [`Backend::Thread`] spawns **a thread that drives the pump future** ("ffi-pump-driver",
+//! span `thread`); [`Builder::build_on_thread`] and [`Builder::build_with_state`] put **the
+//! loop on its own thread** ("ffi-pump-loop", span `loop-thread`), which also keeps a `!Send` C
+//! handle on the one thread that owns it.
 //!
 //! # Thread-affine libraries
 //!
 //! [`Builder::build_with_state`] makes a loop's state (a curl multi handle, a Tcl interpreter, a
-//! uv loop) on the pump thread and returns a [`LoopHandle`] to it: [`LoopHandle::call`] runs a
+//! uv loop) on the loop's own thread and returns a [`LoopHandle`] to it: [`LoopHandle::call`] runs a
 //! closure there between runs and returns its value, [`LoopHandle::submit`] starts work there and
 //! waits for its key, with a cleanup that runs there if the wait gives up
 //! ([`WaitKey::on_cancel`]). `run_once` says when the loop next needs to run, and
@@ -172,7 +175,7 @@ pub use backend::Backend;
 pub use builder::Builder;
 pub use closed::Closed;
 pub use completions::Completions;
-pub use driver::Run;
+pub use driver::Driver;
 pub use error::Error;
 pub use kicker::Kicker;
 pub use loop_handle::{Call, LoopHandle};
@@ -192,8 +195,8 @@ fn __test_send_and_sync() {
     fn _assert_static<T: 'static>() {}
     _assert_send::<Pump>();
     _assert_sync::<Pump>();
-    _assert_send::<Run>();
-    _assert_static::<Run>();
+    _assert_send::<Driver>();
+    _assert_static::<Driver>();
     _assert_send::<Turn>();
     _assert_send::<WaitUntil<fn() -> bool>>();
     _assert_send::<WaitFor<fn() -> Option<u8>, u8>>();

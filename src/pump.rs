@@ -9,7 +9,7 @@ use crate::core::Core;
 #[cfg(doc)]
 use crate::Strategy;
 use crate::{
-    Backend, Builder, Closed, Completions, Error, Kicker, Run, Stats, Turn, WaitFor, WaitKey,
+    Backend, Builder, Closed, Completions, Driver, Error, Kicker, Stats, Turn, WaitFor, WaitKey,
     WaitUntil,
 };
 
@@ -177,7 +177,7 @@ impl Pump {
         backend::spawn(backend, self.run())
     }
 
-    /// The pump future, to spawn on any executor yourself; see [`Run`].
+    /// The pump future, to spawn on any executor yourself; see [`Driver`].
     ///
     /// # Examples
     ///
@@ -192,8 +192,8 @@ impl Pump {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn run(&self) -> Run {
-        Run::new(self.core().clone())
+    pub fn run(&self) -> Driver {
+        Driver::new(self.core().clone())
     }
 
     /// Runs the loop once now, or joins a run that started after this call; returns once that
@@ -439,7 +439,7 @@ impl Pump {
     /// Closes the pump: the loop is not called again, and every pending and later wait ends with
     /// [`Error::Closed`]. Returns `true` if this call closed it, `false` if it was closed already.
     ///
-    /// A run in progress finishes first. The pump future ([`Run`]) then completes.
+    /// A run in progress finishes first. The pump future ([`Driver`]) then completes.
     ///
     /// # Examples
     ///

@@ -1,7 +1,8 @@
 //! What a pump tells [`tracing`](https://docs.rs/tracing) (cargo feature `tracing`).
 //!
-//! Every pump has a span, `ffi_pump::pump`, with its name ([`Builder::name`]) and the backend
-//! that drives it; the events below are its children:
+//! Every pump has a span, `ffi_pump::pump`, with its name ([`Builder::name`]) and what drives it
+//! (`smol`, `async-std`, `tokio`, `thread` for a thread that drives the pump future,
+//! `loop-thread` for a loop on its own thread); the events below are its children:
 //!
 //! | level | message | fields |
 //! |---|---|---|
@@ -10,6 +11,7 @@
 //! | `DEBUG` | `skipped tick` | (a tick that found a turn running the loop and joined it) |
 //! | `DEBUG` | `closed` | `reason`: closed by a user, by the last handle or driver going |
 //! | `ERROR` | `closed` | `reason`: `run_once` panicked |
+//! | `ERROR` | `drop panicked` | `what`: the loop's state or `run_once`, whose `Drop` panicked |
 //! | `WARN` | `closed` | `reason`: the readiness trigger failed |
 //!
 //! Without the feature every item here is empty: no formatting, no clock reads, no atomics.
@@ -17,35 +19,7 @@
 //!
 //! [`Builder::name`]: crate::Builder::name
 
-/// Why the pump ran the loop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Cause {
-    /// The interval timer.
-    Tick,
-    /// [`Pump::kick`](crate::Pump::kick), or a first wait after idle.
-    Kick,
-    /// The readiness trigger's descriptor.
-    #[cfg(unix)]
-    Readiness,
-    /// The deadline `run_once` reported.
-    Deadline,
-    /// [`Pump::turn`](crate::Pump::turn), run by its caller.
-    Turn,
-}
-
-impl Cause {
-    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
-    fn as_str(self) -> &'static str {
-        match self {
-            Cause::Tick => "tick",
-            Cause::Kick => "kick",
-            #[cfg(unix)]
-            Cause::Readiness => "readiness",
-            Cause::Deadline => "deadline",
-            Cause::Turn => "turn",
-        }
-    }
-}
+use crate::driver::Cause;
 
 /// A round's figures, for its event.
 #[derive(Debug, Clone, Copy)]

@@ -9,8 +9,8 @@ use std::task::{Context, Poll};
 use event_listener::EventListener;
 
 use crate::core::{Core, LoopGuard};
+use crate::driver::Cause;
 use crate::reentry;
-use crate::trace::Cause;
 use crate::Error;
 
 /// Future returned by [`Pump::turn`](crate::Pump::turn).
@@ -95,7 +95,7 @@ async fn turn(core: Arc<Core>) -> Result<(), Error> {
             drop(guard);
             break;
         }
-        guard.run(Cause::Turn, None);
+        Cause::Turn.report(&core, guard.run(None));
         return core.status();
     }
     // The loop lives on the pump's thread: ask it.

@@ -16,7 +16,7 @@
 //!   around the lock is unchanged.
 //! - async-io does not build under loom (its reactor parks with a timeout), so `src/reactor.rs`
 //!   swaps in timers that never fire. The models therefore turn the pump with `turn()` and
-//!   never poll a `Run`; they hold one only so that waits are admitted, as if a driver existed
+//!   never poll a `Driver`; they hold one only so that waits are admitted, as if a driver existed
 //!   whose timer had not ticked yet.
 //! - The C loop is a Rust closure, not the `fake-loop` fixture: loom only sees its own
 //!   primitives, so a C function would be one indivisible step to it and an overlap could never

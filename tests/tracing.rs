@@ -323,6 +323,7 @@ fn rt_label(rt: Rt) -> &'static str {
         Rt::Smol => "smol",
         Rt::AsyncStd => "async-std",
         Rt::Tokio => "tokio",
-        Rt::Thread | Rt::LoopThread => "thread",
+        Rt::Thread => "thread",
+        Rt::LoopThread => "loop-thread",
     }
 }

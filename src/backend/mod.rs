@@ -8,7 +8,7 @@ pub(crate) mod thread;
 #[cfg(feature = "tokio")]
 mod tokio;
 
-use crate::{Error, Run};
+use crate::{Driver, Error};
 
 /// Where [`Pump::spawn_on`](crate::Pump::spawn_on) runs the pump future.
 ///
@@ -111,7 +111,7 @@ impl Backend {
 }
 
 /// Spawns `run` detached on `backend`.
-pub(crate) fn spawn(backend: Backend, run: Run) -> Result<(), Error> {
+pub(crate) fn spawn(backend: Backend, run: Driver) -> Result<(), Error> {
     if !backend.is_available() {
         return Err(Error::BackendUnavailable(backend));
     }

@@ -1,5 +1,5 @@
-use crate::Run;
+use crate::Driver;
 
-pub(crate) fn spawn(run: Run) {
+pub(crate) fn spawn(run: Driver) {
     smol::spawn(run).detach();
 }

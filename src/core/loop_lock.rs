@@ -13,7 +13,7 @@ use super::Core;
 use crate::reentry::Inside;
 use crate::registry::{LeftToDo, Removed};
 use crate::sync::fence;
-use crate::trace::{Cause, Round, RoundClock};
+use crate::trace::RoundClock;
 use crate::unwind::DropCaught;
 use crate::Error;
 
@@ -172,8 +172,9 @@ impl<'a> LoopGuard<'a> {
     ///
     /// Counts the round, wakes the pump-evaluated waits that succeeded and tells every
     /// broadcast wait: they can check at once. A panic in `run_once` is caught and closes the
-    /// pump with [`Error::Panicked`].
-    pub(crate) fn run(mut self, cause: Cause, local: Option<&mut dyn FnMut() -> Option<Instant>>) {
+    /// pump with [`Error::Panicked`]. Returns the round's figures, for whoever knows why it ran
+    /// to report.
+    pub(crate) fn run(mut self, local: Option<&mut dyn FnMut() -> Option<Instant>>) -> Ran {
         let core = self.core;
         let mut woken = Vec::new();
         let mut removed = Vec::new();
@@ -217,15 +218,22 @@ impl<'a> LoopGuard<'a> {
         let evaluated = woken.len();
         wake(woken, removed);
         let listening = core.rounds.announce();
-        core.span.round(
-            Round {
-                round,
-                cause,
-                woken: evaluated + listening,
-            },
-            &clock,
-        );
+        Ran {
+            round,
+            woken: evaluated + listening,
+            clock,
+        }
     }
+}
+
+/// What a run did, for its trace ([`PumpSpan::round`](crate::trace::PumpSpan::round)).
+#[derive(Debug)]
+#[must_use = "a run is reported by whoever knows why it ran"]
+pub(crate) struct Ran {
+    pub(crate) round: u64,
+    /// Waits woken: pump-evaluated ones whose check succeeded, and broadcast listeners.
+    pub(crate) woken: usize,
+    pub(crate) clock: RoundClock,
 }
 
 impl LoopGuard<'_> {

@@ -15,11 +15,12 @@
 //!   **arrival**: an entry registered since the last evaluation; **evaluate**: run entries'
 //!   checks under the loop lock.
 //! - **loop lock**: the right to call into C ([`LoopLock`]); its holder has a [`LoopGuard`].
-//! - **driver**: whatever polls the pump future, a task or the pump thread
-//!   ([`Drivers`](crate::driver::Drivers)); the **active** driver is the one that ticks.
+//! - **driver**: whatever polls the pump future: a task, a thread that drives it
+//!   (`Backend::Thread`), or the loop's own thread ([`Drivers`]); the **active** driver is the
+//!   one that ticks.
 //! - **trigger**: what makes the driver run the loop besides ticks and kicks (readiness of a
 //!   descriptor, the loop's own deadline); the driver asks its
-//!   [`Wakeups`](crate::driver::Wakeups) for the next **cause** of a run.
+//!   `Wakeups` (in `driver`, which builds on this layer) for the next **cause** of a run.
 //! - **close**: the end of the pump, with one **reason** ([`Close`]).
 //!
 //! # Who keeps which rule
@@ -33,19 +34,22 @@
 //!   and the drivers.
 
 mod close;
+mod deadline;
 mod demand;
+mod drivers;
 mod loop_lock;
 mod rounds;
 
 pub(crate) use close::{Close, CloseHook};
+pub(crate) use deadline::NextDeadline;
 pub(crate) use demand::Demand;
-pub(crate) use loop_lock::{evaluate_arrivals, Lock, LoopGuard, LoopLock, Runner};
+pub(crate) use drivers::{Active, Drivers};
+pub(crate) use loop_lock::{evaluate_arrivals, Lock, LoopGuard, LoopLock, Ran, Runner};
 pub(crate) use rounds::Rounds;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::driver::{Drivers, NextDeadline};
 use crate::reentry;
 use crate::registry::Registry;
 use crate::stats::Counters;

@@ -1,89 +1,41 @@
-//! Drivers: whatever polls the pump future (a [`Run`] task, or the pump thread), the one of them
+//! Drivers: whatever polls the pump future (a [`Driver`] task, or the loop's own thread), the one of them
 //! that is active, and its loop: ask the [`Wakeups`] for the next cause of a run, run the loop.
 
-mod run;
+mod cause;
+mod future;
+mod loop_thread;
 mod wakeups;
 
-pub use run::Run;
-pub(crate) use wakeups::{NextDeadline, Wakeups};
+pub(crate) use cause::Cause;
+pub use future::Driver;
+pub(crate) use loop_thread::{spawn_loop_thread, LOOP_THREAD};
+pub(crate) use wakeups::Wakeups;
 
-use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 use std::time::Instant;
 
-use async_lock::{Mutex, MutexGuardArc};
 use futures_lite::FutureExt;
 
-use crate::core::{Core, LoopGuard};
-use crate::sync::AtomicUsize;
-use crate::trace::Cause;
+use crate::core::{Active, Core, LoopGuard};
 use wakeups::Next;
 
-/// [`Drivers::state`]: a driver has existed.
-const EVER: usize = 1;
-/// [`Drivers::state`]: one live driver.
-const DRIVER: usize = 1 << 1;
-
-/// The pump's drivers.
-///
-/// `state` is `live drivers << 1 | EVER`: waits need a live driver (or they would never end),
-/// and tell "nobody ever drove it" ([`Error::NotRunning`](crate::Error::NotRunning)) from "its
-/// last driver left" ([`Error::Closed`](crate::Error::Closed)). `SeqCst`, like the other state
-/// words: a wait reads it after the pump could have closed.
-pub(crate) struct Drivers {
-    state: AtomicUsize,
-    /// Held by the active driver, the one that ticks; the others stand by for it.
-    active: Arc<Mutex<()>>,
-}
-
-/// The right to be the active driver.
-pub(crate) type Active = MutexGuardArc<()>;
-
-impl Default for Drivers {
-    fn default() -> Self {
-        Drivers {
-            state: AtomicUsize::new(0),
-            active: Arc::new(Mutex::new(())),
-        }
-    }
-}
-
-impl Drivers {
-    /// Whether a driver is alive.
-    pub(crate) fn any(&self) -> bool {
-        self.state.load(SeqCst) >= DRIVER
-    }
-
-    /// Whether a driver ever existed.
-    pub(crate) fn ever(&self) -> bool {
-        self.state.load(SeqCst) & EVER != 0
-    }
-
-    /// The right to be the active driver, if nobody has it.
-    pub(crate) fn try_activate(&self) -> Option<Active> {
-        self.active.try_lock_arc()
-    }
-}
-
-/// Counts one driver of the pump while it lives (a [`Run`] or the pump thread). When the last
+/// Counts one driver of the pump while it lives (a [`Driver`] future, or the loop's own thread). When the last
 /// one goes before the pump closed (its task was cancelled, its runtime shut down), nothing
 /// would ever run the loop again: the pump closes.
-pub(crate) struct Driver {
+pub(crate) struct DriverCount {
     core: Arc<Core>,
 }
 
-impl Driver {
-    pub(crate) fn new(core: Arc<Core>) -> Driver {
-        // The bit first: whoever sees the count sees that a driver existed.
-        core.drivers.state.fetch_or(EVER, SeqCst);
-        core.drivers.state.fetch_add(DRIVER, SeqCst);
-        Driver { core }
+impl DriverCount {
+    pub(crate) fn new(core: Arc<Core>) -> DriverCount {
+        core.drivers.count();
+        DriverCount { core }
     }
 }
 
-impl Drop for Driver {
+impl Drop for DriverCount {
     fn drop(&mut self) {
-        if self.core.drivers.state.fetch_sub(DRIVER, SeqCst) / DRIVER == 1 {
+        if self.core.drivers.uncount() {
             self.core.close();
         }
     }
@@ -102,7 +54,7 @@ pub(crate) async fn activate(core: &Core) -> Option<Active> {
         if core.is_closed() {
             return None;
         }
-        let active = async { Some(core.drivers.active.lock_arc().await) }
+        let active = async { Some(core.drivers.activate().await) }
             .or(async {
                 woken.await;
                 None
@@ -128,12 +80,10 @@ pub(crate) async fn drive<L: FnMut() -> Option<Instant>>(core: &Core, mut local:
         match wakeups.next().await {
             Next::Run(cause) => {
                 if let Some(guard) = lock_for(core, cause).await {
-                    guard.run(
-                        cause,
-                        local
-                            .as_mut()
-                            .map(|run_once| run_once as &mut dyn FnMut() -> Option<Instant>),
-                    );
+                    let local = local
+                        .as_mut()
+                        .map(|run_once| run_once as &mut dyn FnMut() -> Option<Instant>);
+                    cause.report(core, guard.run(local));
                 }
             }
             // Whoever holds the lock now may be a run, which starts a new round of checks;

@@ -8,31 +8,10 @@ use std::time::Instant;
 
 use futures_lite::{FutureExt, StreamExt};
 
+use super::Cause;
 use crate::core::Core;
 use crate::reactor::Timer;
-use crate::sync::{lock, Mutex};
-use crate::trace::Cause;
 use crate::Error;
-
-/// When `run_once` last said it next needs to run, for pumps that report deadlines
-/// ([`Builder::build_with_deadline`](crate::Builder::build_with_deadline)). Written by the run,
-/// read by the driver before it sleeps.
-#[derive(Debug)]
-pub(crate) struct NextDeadline(Mutex<Option<Instant>>);
-
-impl NextDeadline {
-    pub(crate) fn new(at: Option<Instant>) -> NextDeadline {
-        NextDeadline(Mutex::new(at))
-    }
-
-    pub(crate) fn set(&self, at: Option<Instant>) {
-        *lock(&self.0) = at;
-    }
-
-    fn get(&self) -> Option<Instant> {
-        *lock(&self.0)
-    }
-}
 
 /// What the driver does next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

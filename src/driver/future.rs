@@ -1,4 +1,4 @@
-//! [`Run`]: the pump future, for any executor.
+//! [`Driver`]: the pump future, for any executor.
 
 use std::fmt;
 use std::future::Future;
@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use super::{activate, drive, Driver};
+use super::{activate, drive, DriverCount};
 use crate::core::Core;
 
 /// The pump future: ticks the timer and runs the loop until the pump closes.
@@ -15,8 +15,8 @@ use crate::core::Core;
 /// [`Pump::spawn`](crate::Pump::spawn) does that for you. It is `Send + 'static` and resolves once
 /// the pump is closed.
 ///
-/// Only one `Run` drives a pump at a time. Others stand by and take over if the active one is
-/// dropped; when the last `Run` is dropped before the pump closes (its task was cancelled or its
+/// Only one `Driver` drives a pump at a time. Others stand by and take over if the active one is
+/// dropped; when the last `Driver` is dropped before the pump closes (its task was cancelled or its
 /// runtime shut down), the pump closes, so pending waits end with
 /// [`Error::Closed`](crate::Error::Closed) instead of hanging.
 ///
@@ -35,26 +35,26 @@ use crate::core::Core;
 /// # }).unwrap();
 /// ```
 #[must_use = "the pump does nothing unless this future is spawned or polled"]
-pub struct Run {
+pub struct Driver {
     inner: Pin<Box<dyn Future<Output = ()> + Send>>,
-    _driver: Driver,
+    _count: DriverCount,
 }
 
-impl Run {
-    pub(crate) fn new(core: Arc<Core>) -> Run {
-        let driver = Driver::new(core.clone());
-        Run {
+impl Driver {
+    pub(crate) fn new(core: Arc<Core>) -> Driver {
+        let count = DriverCount::new(core.clone());
+        Driver {
             inner: Box::pin(async move {
                 if let Some(_active) = activate(&core).await {
                     drive(&core, None::<fn() -> Option<std::time::Instant>>).await;
                 }
             }),
-            _driver: driver,
+            _count: count,
         }
     }
 }
 
-impl Future for Run {
+impl Future for Driver {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
@@ -62,8 +62,8 @@ impl Future for Run {
     }
 }
 
-impl fmt::Debug for Run {
+impl fmt::Debug for Driver {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Run").finish_non_exhaustive()
+        f.debug_struct("Driver").finish_non_exhaustive()
     }
 }

@@ -1,0 +1,125 @@
+//! The loop's own thread: it makes the loop's state, which never leaves it (a `!Send` C handle
+//! stays on the one thread that owns it), and drives the pump there.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::thread;
+use std::time::Instant;
+
+use super::{drive, DriverCount};
+use crate::calls::Calls;
+use crate::core::Core;
+use crate::reentry::Inside;
+use crate::Error;
+
+/// The thread's name: the loop lives on it.
+const THREAD_NAME: &str = "ffi-pump-loop";
+
+/// How the pump's span names what drives a loop on its own thread (a thread that only drives
+/// the pump future is `Backend::Thread`'s "thread").
+pub(crate) const LOOP_THREAD: &str = "loop-thread";
+
+/// Starts the loop's own thread: `factory` makes the loop's state there, and only that thread runs
+/// `run_once` on it, with the queued `calls` before each run.
+///
+/// However the thread ends — the pump closed, the factory panicked, the state's `Drop` panicked
+/// — the calls are closed (the queued ones dropped unrun, so no caller waits for ever, and the
+/// cleanups still owed run with the state, if there is one, before it is dropped), and then the
+/// thread says the loop is gone ([`Pump::closed`](crate::Pump::closed)). A panic in the
+/// factory, or in the drop of the state or of `run_once`, fails the pump with
+/// [`Error::Panicked`]; none leaves the thread.
+pub(crate) fn spawn_loop_thread<S, F, R>(
+    core: Arc<Core>,
+    calls: Option<Arc<Calls<S>>>,
+    factory: F,
+    run_once: R,
+) -> Result<(), Error>
+where
+    S: 'static,
+    F: FnOnce() -> S + Send + 'static,
+    R: FnMut(&mut S) -> Option<Instant> + Send + 'static,
+{
+    // Counted and made the active driver before the thread starts, so waits that begin at once
+    // find the pump driven and no `Driver` future can become active on a loop only this thread may run.
+    let count = DriverCount::new(core.clone());
+    let active = core
+        .drivers
+        .try_activate()
+        .expect("nobody drives a new pump yet");
+    thread::Builder::new()
+        .name(THREAD_NAME.into())
+        .spawn(move || {
+            let _count = count;
+            let _active = active;
+            // Declared first, so dropped last: after the state, however the thread ends.
+            let _gone = LoopGone(core.clone());
+            let mut owned = Owned {
+                core: &core,
+                calls,
+                state: None,
+                run_once: Some(run_once),
+            };
+            match catch_unwind(AssertUnwindSafe(factory)) {
+                Ok(state) => owned.state = Some(state),
+                Err(_) => return core.fail(Error::Panicked),
+            }
+            let Owned {
+                calls,
+                state: Some(state),
+                run_once: Some(run_once),
+                ..
+            } = &mut owned
+            else {
+                unreachable!("set above")
+            };
+            let mut run = || {
+                if let Some(calls) = calls {
+                    calls.run_all(state);
+                }
+                run_once(state)
+            };
+            crate::reactor::block_on(drive(&core, Some(&mut run)));
+        })
+        .map(drop)
+        .map_err(|err| Error::ThreadSpawn(err.kind()))
+}
+
+/// What the pump thread owns. Its drop closes the calls, running the cleanups still owed with
+/// the state, then drops the state and `run_once` — in that order, on the thread, inside the
+/// pump (so a re-entrant call from a `Drop` fails instead of waiting for itself), each panic
+/// caught and reported.
+struct Owned<'a, S, R> {
+    core: &'a Core,
+    calls: Option<Arc<Calls<S>>>,
+    state: Option<S>,
+    run_once: Option<R>,
+}
+
+impl<S, R> Drop for Owned<'_, S, R> {
+    fn drop(&mut self) {
+        // Closed already (the driver stopped for it, or the factory failed the pump): a no-op
+        // kept for whatever else ends the thread. Outside the pump: it is not inside a run.
+        self.core.close();
+        let _inside = Inside::enter(self.core.id());
+        if let Some(calls) = &self.calls {
+            calls.close(self.state.as_mut());
+        }
+        if let Some(state) = self.state.take() {
+            self.core.drop_user("the loop's state", state);
+        }
+        if let Some(run_once) = self.run_once.take() {
+            self.core.drop_user("run_once", run_once);
+        }
+    }
+}
+
+/// Says the loop is gone when the pump thread ends, however it ends.
+struct LoopGone(Arc<Core>);
+
+impl Drop for LoopGone {
+    fn drop(&mut self) {
+        // The thread ends only once the pump is closed (or its factory panicked, which closes it).
+        self.0.close();
+        self.0.close.set_loop_gone();
+    }
+}
