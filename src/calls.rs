@@ -34,6 +34,8 @@ enum Queued<S> {
 /// ends because the pump closed gave up too, and its C object must go before its library does.
 pub(crate) struct Calls<S> {
     queue: Mutex<Queue<S>>,
+    /// The next [`RequestId`](crate::RequestId) of this loop.
+    next_request: crate::sync::AtomicU64,
 }
 
 struct Queue<S> {
@@ -53,11 +55,18 @@ impl<S> Default for Calls<S> {
                 next_ticket: 0,
                 closed: false,
             }),
+            next_request: crate::sync::AtomicU64::new(0),
         }
     }
 }
 
 impl<S> Calls<S> {
+    /// A request id not given out before on this loop.
+    pub(crate) fn next_request(&self) -> u64 {
+        self.next_request
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Queues `job`; hands it back if the loop's thread has stopped.
     pub(crate) fn push(&self, job: Job<S>) -> Result<(), Job<S>> {
         let mut queue = lock(&self.queue);

@@ -52,6 +52,9 @@ pub enum Error {
     /// The readiness trigger ([`Builder::run_on_readable`](crate::Builder::run_on_readable))
     /// could not be set up, or waiting on it failed; the pump is stopped.
     Trigger(io::ErrorKind),
+    /// The library dropped a request's [`Completer`](crate::Completer) without completing it
+    /// ([`LoopHandle::request`](crate::LoopHandle::request)): no value will come.
+    Unanswered,
 }
 
 impl fmt::Display for Error {
@@ -73,6 +76,9 @@ impl fmt::Display for Error {
             }
             Error::ThreadSpawn(kind) => write!(f, "could not start the pump thread: {kind}"),
             Error::Trigger(kind) => write!(f, "the pump's readiness trigger failed: {kind}"),
+            Error::Unanswered => {
+                f.write_str("the C library dropped the request without completing it")
+            }
         }
     }
 }
@@ -91,6 +97,7 @@ impl From<Error> for io::Error {
             Error::BackendUnavailable(_) => io::ErrorKind::Unsupported,
             Error::ThreadSpawn(kind) | Error::Trigger(kind) => kind,
             Error::Panicked => io::ErrorKind::Other,
+            Error::Unanswered => io::ErrorKind::UnexpectedEof,
         };
         io::Error::new(kind, err)
     }

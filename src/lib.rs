@@ -161,6 +161,7 @@ mod pump;
 mod reactor;
 mod reentry;
 mod registry;
+mod request;
 mod stats;
 mod strategy;
 mod sync;
@@ -180,6 +181,7 @@ pub use error::Error;
 pub use kicker::Kicker;
 pub use loop_handle::{Call, LoopHandle};
 pub use pump::Pump;
+pub use request::{Completer, Request, RequestId};
 pub use stats::Stats;
 pub use strategy::Strategy;
 #[cfg(any(target_os = "linux", target_os = "android"))]
@@ -210,6 +212,8 @@ fn __test_send_and_sync() {
     _assert_send::<Call<u8>>();
     _assert_send::<Kicker>();
     _assert_sync::<Kicker>();
+    _assert_send::<Request<u8>>();
+    _assert_send::<Completer<u8>>();
     _assert_send::<Error>();
     _assert_sync::<Error>();
 }

@@ -12,7 +12,7 @@ use std::hash::Hash;
 
 use crate::calls::{Calls, Cleanup, Reply, Ticket};
 use crate::core::Core;
-use crate::{Completions, Error, WaitKey};
+use crate::{Completer, Completions, Error, Request, RequestId, WaitKey};
 
 /// A handle on the state of a loop that lives on the pump's thread
 /// ([`Builder::build_with_state`](crate::Builder::build_with_state)): runs closures there, with
@@ -323,6 +323,75 @@ impl<S: 'static> LoopHandle<S> {
                 None
             }
         }
+    }
+}
+
+impl<S: 'static> LoopHandle<S> {
+    /// Starts work on the loop's thread and waits for its one result, with no table or id of
+    /// the binding's own: `start` runs there with the state and a [`Completer`] (to keep with
+    /// the C object it starts, and complete when the library reports it finished); `cancel`
+    /// runs there with the request's [`RequestId`] if the request gives up first (times out, is
+    /// dropped, or the pump closes) — only if `start` ran, and not once the request completed.
+    ///
+    /// [`submit`](LoopHandle::submit) is the same for a library whose results are keyed by its
+    /// own ids in a [`Completions`] table.
+    ///
+    /// # Errors
+    ///
+    /// The request ends with the pump's error if the pump is closed (then `start` does not
+    /// run), and with [`Error::Unanswered`] if the library drops the completer unused.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::{Completer, Pump, RequestId};
+    /// use std::collections::HashMap;
+    /// use std::time::Duration;
+    ///
+    /// // Stand-in for a thread-affine C library: lookups it answers on its next run.
+    /// #[derive(Default)]
+    /// struct Resolver {
+    ///     lookups: HashMap<RequestId, (String, Completer<usize>)>,
+    /// }
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let (_pump, resolver) = Pump::builder().build_with_state(Resolver::default, |resolver| {
+    ///     for (_, (name, done)) in resolver.lookups.drain() {
+    ///         done.complete(name.len()); // ffi::process(); then each answer
+    ///     }
+    ///     None
+    /// })?;
+    /// let answer = resolver
+    ///     .request(
+    ///         |resolver, done| {
+    ///             resolver.lookups.insert(done.id(), ("example.org".into(), done));
+    ///         },
+    ///         |resolver, id| {
+    ///             resolver.lookups.remove(&id); // ffi::cancel(lookup)
+    ///         },
+    ///     )
+    ///     .timeout(Duration::from_secs(2))
+    ///     .await?;
+    /// assert_eq!(answer, 11);
+    /// # Ok::<(), ffi_pump::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn request<V, F, C>(&self, start: F, cancel: C) -> Request<V>
+    where
+        V: Send + 'static,
+        F: FnOnce(&mut S, Completer<V>) + Send + 'static,
+        C: FnOnce(&mut S, RequestId) + Send + 'static,
+    {
+        let id = RequestId(self.calls.next_request());
+        let table = Completions::new();
+        let done = Completer::new(table.clone(), id, Arc::downgrade(&self.core));
+        let wait = self.submit(
+            &table,
+            (),
+            move |state| start(state, done),
+            move |state| cancel(state, id),
+        );
+        Request::new(wait, id)
     }
 }
 

@@ -4,25 +4,12 @@
 
 mod common;
 
-use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::eventually;
+use common::{eventually, within, HANG};
 use ffi_pump::{Completions, Error, Pump};
-
-/// How long a step may take before the test calls it a hang.
-const HANG: Duration = Duration::from_secs(10);
-
-/// `future`, or a failure naming `what` if it does not finish within [`HANG`].
-async fn within<T>(what: &str, future: impl Future<Output = T>) -> T {
-    futures_lite::FutureExt::or(future, async {
-        async_io::Timer::after(HANG).await;
-        panic!("{what} did not finish within {HANG:?}: it hangs");
-    })
-    .await
-}
 
 /// Sets its flag, then panics, when dropped.
 struct Bomb(Arc<AtomicBool>);

@@ -157,6 +157,18 @@ macro_rules! on_every_backend {
     )*};
 }
 
+/// How long a step may take before a test calls it a hang.
+pub const HANG: Duration = Duration::from_secs(10);
+
+/// `future`, or a failure naming `what` if it does not finish within [`HANG`].
+pub async fn within<T>(what: &str, future: impl Future<Output = T>) -> T {
+    futures_lite::FutureExt::or(future, async {
+        async_io::Timer::after(HANG).await;
+        panic!("{what} did not finish within {HANG:?}: it hangs");
+    })
+    .await
+}
+
 /// Waits until `condition` holds, looking every millisecond, for at most 10 s.
 pub async fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
     let started = std::time::Instant::now();

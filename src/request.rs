@@ -1,0 +1,194 @@
+//! [`LoopHandle::request`](crate::LoopHandle::request): work on the loop's thread whose one
+//! result the library hands back through a [`Completer`], with keys the pump allocates.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Weak;
+use std::task::{Context, Poll};
+
+use crate::core::Core;
+use crate::{Completions, Error, WaitKey};
+
+/// Names one request ([`LoopHandle::request`](crate::LoopHandle::request)) among those of its
+/// loop: the same id is in its [`Completer`] and is handed to its cancel, so a binding can file
+/// the C object it made under it. Allocated by the pump, unique per loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RequestId(pub(crate) u64);
+
+impl RequestId {
+    /// The id as a number (for a C library's user data, say).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::Pump;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let (_pump, handle) = Pump::builder().build_with_state(|| (), |_| None)?;
+    /// let request = handle.request(|_, done| done.complete(done.id().get()), |_, _| {});
+    /// assert_eq!(request.await?, 0); // the loop's first request
+    /// # Ok::<(), ffi_pump::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn get(self) -> u64 {
+        self.0
+    }
+}
+
+/// The library's end of a request: complete it once with the result, on the loop's thread
+/// (typically from `run_once`, where the C library reports what finished).
+///
+/// Dropped without completing, it ends the request with [`Error::Unanswered`] (or with the
+/// pump's close reason, if the pump closed): nobody waits for ever on a C object the binding
+/// forgot.
+#[must_use = "a request ends with Error::Unanswered if its completer is dropped unused"]
+pub struct Completer<V> {
+    table: Completions<(), Result<V, Error>>,
+    id: RequestId,
+    core: Weak<Core>,
+    answered: bool,
+}
+
+impl<V> Completer<V> {
+    pub(crate) fn new(
+        table: Completions<(), Result<V, Error>>,
+        id: RequestId,
+        core: Weak<Core>,
+    ) -> Self {
+        Completer {
+            table,
+            id,
+            core,
+            answered: false,
+        }
+    }
+
+    /// This request's id, as its cancel will be handed it.
+    pub fn id(&self) -> RequestId {
+        self.id
+    }
+
+    /// Completes the request with `value`: its wait gets it (or, if the wait gave up, the value
+    /// is dropped).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::{Completer, Pump};
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// // The library keeps the completers of its running work, and completes them as it finishes.
+    /// let (_pump, library) = Pump::builder().build_with_state(
+    ///     Vec::<Completer<&str>>::new,
+    ///     |running| {
+    ///         for done in running.drain(..) {
+    ///             done.complete("finished"); // ffi::process(); then report each result
+    ///         }
+    ///         None
+    ///     },
+    /// )?;
+    /// let result = library.request(|running, done| running.push(done), |_, _| {}).await?;
+    /// assert_eq!(result, "finished");
+    /// # Ok::<(), ffi_pump::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn complete(mut self, value: V) {
+        self.answered = true;
+        drop(self.table.complete((), Ok(value)));
+    }
+}
+
+impl<V> Drop for Completer<V> {
+    fn drop(&mut self) {
+        if !self.answered {
+            let why = self
+                .core
+                .upgrade()
+                .and_then(|core| core.status().err())
+                .unwrap_or(Error::Unanswered);
+            drop(self.table.complete((), Err(why)));
+        }
+    }
+}
+
+impl<V> fmt::Debug for Completer<V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Completer")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Future returned by [`LoopHandle::request`](crate::LoopHandle::request): the value the
+/// library completed the request with.
+///
+/// # Cancel safety
+///
+/// Dropping it gives the request up: its cancel runs on the loop's thread (if its start ran and
+/// it had not completed), as for [`WaitKey::on_cancel`].
+#[must_use = "futures do nothing unless you `.await` or poll them"]
+pub struct Request<V> {
+    wait: WaitKey<(), Result<V, Error>>,
+    id: RequestId,
+}
+
+impl<V> Request<V> {
+    pub(crate) fn new(wait: WaitKey<(), Result<V, Error>>, id: RequestId) -> Self {
+        Request { wait, id }
+    }
+
+    /// This request's id.
+    pub fn id(&self) -> RequestId {
+        self.id
+    }
+}
+
+impl<V: Send + 'static> Request<V> {
+    /// Gives up with [`Error::TimedOut`] after `timeout`, counted from this call (and runs the
+    /// cancel). A value already completed wins over a zero timeout.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::{Error, Pump};
+    /// use std::time::Duration;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let (_pump, handle) = Pump::builder().build_with_state(Vec::new, |_| None)?;
+    /// let never = handle
+    ///     .request(|kept, done| kept.push(done), |kept, _| kept.clear()) // never completed
+    ///     .timeout(Duration::from_millis(20));
+    /// assert_eq!(never.await, Err::<(), _>(Error::TimedOut));
+    /// # Ok::<(), ffi_pump::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.wait = self.wait.timeout(timeout);
+        self
+    }
+
+    /// Gives up with [`Error::TimedOut`] at `deadline`.
+    pub fn deadline(mut self, deadline: std::time::Instant) -> Self {
+        self.wait = self.wait.deadline(deadline);
+        self
+    }
+}
+
+impl<V: Send + 'static> Future for Request<V> {
+    type Output = Result<V, Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.wait)
+            .poll(cx)
+            .map(|outcome| outcome.and_then(|value| value))
+    }
+}
+
+impl<V> fmt::Debug for Request<V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Request")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,121 @@
+//! Requests with keys the pump allocates (`LoopHandle::request`): no table or id of the
+//! binding's own, a cancel that gets the request's id, a completer that cannot be forgotten.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ffi_pump::{Completer, Error, Pump, RequestId};
+
+/// A library whose work finishes at its next run unless it is held.
+#[derive(Default)]
+struct Library {
+    running: HashMap<RequestId, (u64, Completer<u64>)>,
+    held: bool,
+    cancelled: Vec<RequestId>,
+}
+
+fn library() -> (Pump, ffi_pump::LoopHandle<Library>) {
+    Pump::builder()
+        .build_with_state(Library::default, |library| {
+            if !library.held {
+                for (_, (input, done)) in library.running.drain() {
+                    done.complete(input * 2);
+                }
+            }
+            None
+        })
+        .expect("pump thread starts")
+}
+
+fn start(input: u64) -> impl FnOnce(&mut Library, Completer<u64>) + Send + 'static {
+    move |library, done| {
+        library.running.insert(done.id(), (input, done));
+    }
+}
+
+fn cancel(library: &mut Library, id: RequestId) {
+    library.running.remove(&id);
+    library.cancelled.push(id);
+}
+
+on_every_backend! {
+    fn requests_get_their_own_results_under_ids_the_pump_allocates(rt: Rt) {
+        rt.block_on(async {
+            let (_pump, handle) = library();
+            let requests: Vec<_> = (0..1_000_u64)
+                .map(|n| rt.spawn(handle.request(start(n), cancel).timeout(Duration::from_secs(10))))
+                .collect();
+            for (n, request) in requests.into_iter().enumerate() {
+                assert_eq!(request.await, Ok(n as u64 * 2));
+            }
+            let ids: Vec<_> = (0..3).map(|_| handle.request(start(0), cancel)).collect();
+            let ids: Vec<_> = ids.iter().map(|request| request.id()).collect();
+            assert!(ids.windows(2).all(|pair| pair[0] < pair[1]), "fresh ids: {ids:?}");
+        });
+    }
+
+    fn a_request_that_gives_up_cancels_its_own_work_once(rt: Rt) {
+        rt.block_on(async {
+            let (pump, handle) = library();
+            handle.call(|library| library.held = true).await.expect("the call runs");
+            let request = handle.request(start(1), cancel).timeout(Duration::from_millis(20));
+            let id = request.id();
+            assert_eq!(request.await, Err(Error::TimedOut));
+            let (cancelled, running) = handle
+                .call(|library| (library.cancelled.clone(), library.running.len()))
+                .await
+                .expect("the call runs after the cancel");
+            assert_eq!(cancelled, vec![id], "cancelled once, with its id");
+            assert_eq!(running, 0);
+            // A completed request is not cancelled, even if dropped right after.
+            handle.call(|library| library.held = false).await.expect("the call runs");
+            assert_eq!(handle.request(start(3), cancel).await, Ok(6));
+            let cancelled = handle.call(|library| library.cancelled.len()).await;
+            assert_eq!(cancelled, Ok(1));
+            assert!(!pump.is_closed());
+        });
+    }
+
+    fn a_completer_dropped_unused_ends_its_request(rt: Rt) {
+        rt.block_on(async {
+            let (_pump, handle) = library();
+            let forgotten = handle.request(|_, done: Completer<u64>| drop(done), cancel);
+            assert_eq!(
+                common::within("the forgotten request", forgotten).await,
+                Err(Error::Unanswered)
+            );
+        });
+    }
+
+    fn a_close_ends_requests_and_runs_their_cancels_with_the_state(rt: Rt) {
+        rt.block_on(async {
+            let cancels = Arc::new(AtomicUsize::new(0));
+            let (pump, handle) = library();
+            handle.call(|library| library.held = true).await.expect("the call runs");
+            let requests: Vec<_> = (0..10)
+                .map(|n| {
+                    let cancels = cancels.clone();
+                    rt.spawn(handle.request(start(n), move |library, id| {
+                        cancel(library, id);
+                        cancels.fetch_add(1, SeqCst);
+                    }))
+                })
+                .collect();
+            common::pending(&pump, 10).await;
+            handle.call(|_| ()).await.expect("every start ran");
+            pump.close();
+            for request in requests {
+                assert_eq!(common::within("a request", request).await, Err(Error::Closed));
+            }
+            common::within("closed()", pump.closed()).await.expect("closed from outside");
+            assert_eq!(cancels.load(SeqCst), 10);
+            // On a closed pump a request ends at once, its start unrun.
+            let late = handle.request(|_, _: Completer<u64>| panic!("start runs on a closed pump"), cancel);
+            assert_eq!(common::within("a request on a closed pump", late).await, Err(Error::Closed));
+        });
+    }
+}
