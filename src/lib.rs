@@ -164,6 +164,7 @@ mod registry;
 mod request;
 mod stats;
 mod strategy;
+mod subscription;
 mod sync;
 mod trace;
 #[cfg(unix)]
@@ -184,6 +185,7 @@ pub use pump::Pump;
 pub use request::{Completer, Request, RequestId};
 pub use stats::Stats;
 pub use strategy::Strategy;
+pub use subscription::{Emitter, Subscription};
 #[cfg(any(target_os = "linux", target_os = "android"))]
 #[cfg_attr(docsrs, doc(cfg(any(target_os = "linux", target_os = "android"))))]
 pub use trigger::{Descriptors, Interest, Ready};
@@ -214,6 +216,8 @@ fn __test_send_and_sync() {
     _assert_sync::<Kicker>();
     _assert_send::<Request<u8>>();
     _assert_send::<Completer<u8>>();
+    _assert_send::<Subscription<u8>>();
+    _assert_send::<Emitter<u8>>();
     _assert_send::<Error>();
     _assert_sync::<Error>();
 }

@@ -12,7 +12,7 @@ use std::hash::Hash;
 
 use crate::calls::{Calls, Cleanup, Reply, Ticket};
 use crate::core::Core;
-use crate::{Completer, Completions, Error, Request, RequestId, WaitKey};
+use crate::{Completer, Completions, Emitter, Error, Request, RequestId, Subscription, WaitKey};
 
 /// A handle on the state of a loop that lives on the pump's thread
 /// ([`Builder::build_with_state`](crate::Builder::build_with_state)): runs closures there, with
@@ -392,6 +392,69 @@ impl<S: 'static> LoopHandle<S> {
             move |state| cancel(state, id),
         );
         Request::new(wait, id)
+    }
+}
+
+impl<S: 'static> LoopHandle<S> {
+    /// Subscribes to many values (bus signals, incoming messages, an I/O watch, a repeating
+    /// timer): `start` runs on the loop's thread with the state and an [`Emitter`] (to keep, and
+    /// emit values with, typically from `run_once`); the values arrive in order on the returned
+    /// [`Subscription`], a `Stream`. Dropping the stream runs `stop` there with its id (only if
+    /// `start` ran, and not if the library ended it by dropping the emitter), to unsubscribe
+    /// in C. A close ends the stream with the pump's reason, after running `stop` with the
+    /// state.
+    ///
+    /// `capacity` bounds the values held and not yet taken: past it, [`Emitter::emit`] hands the
+    /// value back and the library decides what to do with it. A zero capacity is taken as one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::{Emitter, Pump};
+    /// use futures_lite::StreamExt;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// // A library with one signal source: each subscriber gets every value, until it goes.
+    /// let (pump, bus) = Pump::builder().build_with_state(Vec::<Emitter<u32>>::new, |_| None)?;
+    /// let mut signals = bus.subscribe(16, |subscribers, signal| subscribers.push(signal), |_, _| {});
+    /// bus.call(|subscribers| {
+    ///     for value in 1..=3 {
+    ///         subscribers.retain(|signal| signal.emit(value).is_ok()); // ffi::dispatch()
+    ///     }
+    /// })
+    /// .await?;
+    /// assert_eq!(signals.next().await, Some(Ok(1)));
+    /// assert_eq!(signals.next().await, Some(Ok(2)));
+    /// assert_eq!(signals.next().await, Some(Ok(3)));
+    /// pump.close();
+    /// assert_eq!(signals.next().await, Some(Err(ffi_pump::Error::Closed)));
+    /// assert_eq!(signals.next().await, None);
+    /// # Ok::<(), ffi_pump::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn subscribe<V, F, C>(&self, capacity: usize, start: F, stop: C) -> Subscription<V>
+    where
+        V: Send + 'static,
+        F: FnOnce(&mut S, Emitter<V>) + Send + 'static,
+        C: FnOnce(&mut S, RequestId) + Send + 'static,
+    {
+        let id = RequestId(self.calls.next_request());
+        let channel = crate::subscription::Channel::new(capacity.max(1));
+        let emitter = Emitter::new(channel.clone(), id);
+        let started = Arc::new(AtomicBool::new(false));
+        let ran = started.clone();
+        let held = self.hold_cleanup(Box::new(move |state| {
+            if let Some(state) = state.filter(|_| ran.load(Ordering::SeqCst)) {
+                let _ = catch_unwind(AssertUnwindSafe(|| stop(state, id)));
+            }
+        }));
+        // A closed pump drops `start`, and the emitter with it: the stream ends with the
+        // pump's reason.
+        let _ = self.post(move |state| {
+            started.store(true, Ordering::SeqCst);
+            start(state, emitter);
+        });
+        Subscription::new(channel, self.core.clone(), id, held)
     }
 }
 

@@ -26,7 +26,13 @@ impl RequestId {
     ///
     /// # futures_lite::future::block_on(async {
     /// let (_pump, handle) = Pump::builder().build_with_state(|| (), |_| None)?;
-    /// let request = handle.request(|_, done| done.complete(done.id().get()), |_, _| {});
+    /// let request = handle.request(
+    ///     |_, done| {
+    ///         let id = done.id().get();
+    ///         done.complete(id);
+    ///     },
+    ///     |_, _| {},
+    /// );
     /// assert_eq!(request.await?, 0); // the loop's first request
     /// # Ok::<(), ffi_pump::Error>(())
     /// # }).unwrap();

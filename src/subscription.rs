@@ -1,0 +1,272 @@
+//! [`LoopHandle::subscribe`](crate::LoopHandle::subscribe): many values for one subscription
+//! (bus signals, incoming messages, a repeating timer), as a `Stream`.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::pin::Pin;
+use std::sync::{Arc, Weak};
+use std::task::{Context, Poll, Waker};
+
+use futures_lite::Stream;
+
+use crate::core::{CloseHook, Core};
+use crate::loop_handle::HeldCleanup;
+use crate::sync::{lock, Mutex};
+use crate::wait::Pending;
+use crate::{Error, RequestId};
+
+/// What the emitter and the subscription share.
+pub(crate) struct Channel<V> {
+    state: Mutex<ChannelState<V>>,
+    capacity: usize,
+}
+
+struct ChannelState<V> {
+    values: VecDeque<V>,
+    /// The subscription's waker, while it waits for a value.
+    waker: Option<Waker>,
+    /// The library dropped its emitter: no more values.
+    emitter_gone: bool,
+    /// The subscription was dropped: values are refused.
+    subscriber_gone: bool,
+}
+
+impl<V> Channel<V> {
+    pub(crate) fn new(capacity: usize) -> Arc<Channel<V>> {
+        Arc::new(Channel {
+            state: Mutex::new(ChannelState {
+                values: VecDeque::new(),
+                waker: None,
+                emitter_gone: false,
+                subscriber_gone: false,
+            }),
+            capacity,
+        })
+    }
+
+    fn wake(&self) {
+        let waker = lock(&self.state).waker.take();
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+}
+
+impl<V: Send> CloseHook for Channel<V> {
+    /// Wakes the subscription; it looks at its pump and ends with the close reason.
+    fn closed(&self) {
+        self.wake();
+    }
+}
+
+/// The library's end of a subscription ([`LoopHandle::subscribe`](crate::LoopHandle::subscribe)):
+/// emits values to it, on the loop's thread, typically from `run_once`.
+///
+/// Dropping it ends the subscription: the stream yields what it holds, then ends.
+pub struct Emitter<V> {
+    channel: Arc<Channel<V>>,
+    id: RequestId,
+}
+
+impl<V> Emitter<V> {
+    pub(crate) fn new(channel: Arc<Channel<V>>, id: RequestId) -> Self {
+        Emitter { channel, id }
+    }
+
+    /// This subscription's id, as its stop will be handed it.
+    pub fn id(&self) -> RequestId {
+        self.id
+    }
+
+    /// Sends `value` to the subscription, after the values before it.
+    ///
+    /// # Errors
+    ///
+    /// Hands `value` back if the subscription holds its capacity's worth of values not yet
+    /// taken (the library decides: drop it, keep it and try again at its next run, or stop
+    /// reading from C for a while), or if the subscription was dropped (its stop is then on its
+    /// way to the loop's thread; see [`is_open`](Emitter::is_open)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::{Emitter, Pump};
+    /// use futures_lite::StreamExt;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// // A library that emits a tick on each of its runs to whoever subscribed.
+    /// let (_pump, library) = Pump::builder().build_with_state(
+    ///     || (Vec::<Emitter<u32>>::new(), 0),
+    ///     |(subscribers, ticks)| {
+    ///         *ticks += 1;
+    ///         subscribers.retain(|tick| tick.emit(*ticks).is_ok() || tick.is_open());
+    ///         None
+    ///     },
+    /// )?;
+    /// let mut ticks = library.subscribe(8, |(subscribers, _), tick| subscribers.push(tick), |_, _| {});
+    /// let first = ticks.next().await.expect("not ended")?;
+    /// library.kicker().kick();
+    /// assert!(ticks.next().await.expect("not ended")? > first);
+    /// # Ok::<(), ffi_pump::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn emit(&self, value: V) -> Result<(), V> {
+        let waker = {
+            let mut state = lock(&self.channel.state);
+            if state.subscriber_gone || state.values.len() >= self.channel.capacity {
+                return Err(value);
+            }
+            state.values.push_back(value);
+            state.waker.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+        Ok(())
+    }
+
+    /// Whether the subscription still takes values (it was not dropped).
+    pub fn is_open(&self) -> bool {
+        !lock(&self.channel.state).subscriber_gone
+    }
+}
+
+impl<V> Drop for Emitter<V> {
+    fn drop(&mut self) {
+        let waker = {
+            let mut state = lock(&self.channel.state);
+            state.emitter_gone = true;
+            state.waker.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+}
+
+impl<V> fmt::Debug for Emitter<V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Emitter")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The stream returned by [`LoopHandle::subscribe`](crate::LoopHandle::subscribe): the values
+/// the library emits, in order, as `Ok`.
+///
+/// It ends (`None`) when the library drops its [`Emitter`]. When the pump closes, it yields the
+/// values it holds, then the close reason as one `Err` ([`Error::Closed`],
+/// [`Error::Panicked`]…), then ends. It holds at most the capacity given to `subscribe` of
+/// values not yet taken; past that the emitter is refused (see [`Emitter::emit`]).
+///
+/// # Cancel safety
+///
+/// Dropping it unsubscribes: its stop runs on the loop's thread (if its start ran and the
+/// library had not ended it), and values emitted after are refused.
+#[must_use = "streams do nothing unless polled"]
+pub struct Subscription<V> {
+    channel: Arc<Channel<V>>,
+    core: Arc<Core>,
+    id: RequestId,
+    /// The stop, held on the loop's thread until this is dropped.
+    stop: Option<Box<dyn HeldCleanup>>,
+    /// Counted while it is polled and not ended: the pump keeps its timers for it.
+    pending: Option<Pending>,
+    /// The close reason was yielded, or the stream ended.
+    ended: bool,
+}
+
+impl<V: Send + 'static> Subscription<V> {
+    pub(crate) fn new(
+        channel: Arc<Channel<V>>,
+        core: Arc<Core>,
+        id: RequestId,
+        stop: Option<Box<dyn HeldCleanup>>,
+    ) -> Self {
+        let hook: Arc<dyn CloseHook> = channel.clone();
+        let hook: Weak<dyn CloseHook> = Arc::downgrade(&hook);
+        core.close.hear(hook);
+        Subscription {
+            channel,
+            core,
+            id,
+            stop,
+            pending: None,
+            ended: false,
+        }
+    }
+
+    /// This subscription's id, as its emitter and its stop know it.
+    pub fn id(&self) -> RequestId {
+        self.id
+    }
+}
+
+impl<V: Send + 'static> Stream for Subscription<V> {
+    type Item = Result<V, Error>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if self.ended {
+            return Poll::Ready(None);
+        }
+        let (value, emitter_gone) = {
+            let mut state = lock(&self.channel.state);
+            let value = state.values.pop_front();
+            if value.is_none() {
+                state.waker = Some(cx.waker().clone());
+            }
+            (value, state.emitter_gone)
+        };
+        if let Some(value) = value {
+            return Poll::Ready(Some(Ok(value)));
+        }
+        // After registering the waker: a close from here on wakes it.
+        if let Err(why) = self.core.status() {
+            self.end();
+            return Poll::Ready(Some(Err(why)));
+        }
+        if emitter_gone {
+            self.end();
+            return Poll::Ready(None);
+        }
+        if self.pending.is_none() {
+            self.pending = Some(Pending::count(&self.core));
+        }
+        Poll::Pending
+    }
+}
+
+impl<V> Subscription<V> {
+    fn end(&mut self) {
+        self.ended = true;
+        self.pending = None;
+    }
+}
+
+impl<V> Drop for Subscription<V> {
+    fn drop(&mut self) {
+        let emitter_gone = {
+            let mut state = lock(&self.channel.state);
+            state.subscriber_gone = true;
+            state.waker = None;
+            std::mem::take(&mut state.values);
+            state.emitter_gone
+        };
+        if let Some(mut stop) = self.stop.take() {
+            // Ended by the library: nothing to stop. Otherwise the stop goes to the loop's
+            // thread (or ran there already, at a close).
+            if !emitter_gone {
+                stop.fire();
+            }
+        }
+    }
+}
+
+impl<V> fmt::Debug for Subscription<V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Subscription")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}

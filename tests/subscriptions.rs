@@ -1,0 +1,154 @@
+//! Streams of values for one subscription (`LoopHandle::subscribe`): in order, bounded, ended
+//! by a close with its reason, and unsubscribed on the loop's thread when dropped.
+
+mod common;
+
+use std::thread::ThreadId;
+use std::time::Instant;
+
+use common::within;
+use ffi_pump::{Emitter, Error, LoopHandle, Pump, RequestId};
+use futures_lite::StreamExt;
+
+/// A library with one subscriber at a time, emitting from `run_once` what a call queued.
+#[derive(Default)]
+struct Source {
+    subscriber: Option<Emitter<u64>>,
+    to_emit: u64,
+    next: u64,
+    refused: u64,
+    panic_next_run: bool,
+    home: Option<ThreadId>,
+    stopped_on: Option<(RequestId, ThreadId)>,
+}
+
+impl Source {
+    fn run_once(&mut self) -> Option<Instant> {
+        assert!(
+            !self.panic_next_run,
+            "run_once panics (expected by this test)"
+        );
+        if let Some(subscriber) = &self.subscriber {
+            while self.to_emit > 0 {
+                match subscriber.emit(self.next) {
+                    Ok(()) => {
+                        self.next += 1;
+                        self.to_emit -= 1;
+                    }
+                    Err(_) => {
+                        self.refused += 1;
+                        break;
+                    }
+                }
+            }
+        }
+        None
+    }
+}
+
+fn source() -> (Pump, LoopHandle<Source>) {
+    Pump::builder()
+        .build_with_state(
+            || Source {
+                home: Some(std::thread::current().id()),
+                ..Source::default()
+            },
+            Source::run_once,
+        )
+        .expect("pump thread starts")
+}
+
+fn subscribe(handle: &LoopHandle<Source>, capacity: usize) -> ffi_pump::Subscription<u64> {
+    handle.subscribe(
+        capacity,
+        |source, emitter| source.subscriber = Some(emitter),
+        |source, id| {
+            source.subscriber = None;
+            source.stopped_on = Some((id, std::thread::current().id()));
+        },
+    )
+}
+
+on_every_backend! {
+    fn ten_thousand_values_arrive_in_order_and_a_close_ends_the_stream_with_its_reason(rt: Rt) {
+        rt.block_on(async {
+            const N: u64 = 10_000;
+            let (pump, handle) = source();
+            let mut stream = subscribe(&handle, N as usize);
+            handle.call(|source| source.to_emit = N).await.expect("the call runs");
+            let taker = rt.spawn(async move {
+                let mut seen = Vec::with_capacity(N as usize);
+                while seen.len() < N as usize {
+                    match stream.next().await {
+                        Some(Ok(value)) => seen.push(value),
+                        other => panic!("after {} values: {other:?}", seen.len()),
+                    }
+                }
+                (seen, stream)
+            });
+            let (seen, mut stream) = within("10 000 values", taker).await;
+            assert!(seen.iter().copied().eq(0..N), "in order, none lost or repeated");
+            pump.close();
+            assert_eq!(within("the end", stream.next()).await, Some(Err(Error::Closed)));
+            assert_eq!(stream.next().await, None);
+
+            // The close reason is the pump's: here a panic in run_once.
+            let (_pump, handle) = source();
+            let mut stream = subscribe(&handle, 4);
+            handle.call(|source| source.to_emit = 1).await.expect("the call runs");
+            assert_eq!(within("a value", stream.next()).await, Some(Ok(0)));
+            let _ = handle.call(|source| source.panic_next_run = true).await;
+            assert_eq!(within("the end", stream.next()).await, Some(Err(Error::Panicked)));
+            assert_eq!(stream.next().await, None);
+        });
+    }
+
+    fn a_subscription_holds_at_most_its_capacity_and_the_library_hears_the_rest(rt: Rt) {
+        rt.block_on(async {
+            let (_pump, handle) = source();
+            let mut stream = subscribe(&handle, 3);
+            handle.call(|source| source.to_emit = 5).await.expect("the call runs");
+            let refused = handle.call(|source| source.refused).await;
+            assert_eq!(refused, Ok(1), "the fourth value was handed back");
+            for expected in 0..3 {
+                assert_eq!(within("a value", stream.next()).await, Some(Ok(expected)));
+            }
+            // Room again: the library's next run emits the rest.
+            handle.kicker().kick();
+            assert_eq!(within("a value", stream.next()).await, Some(Ok(3)));
+            assert_eq!(within("a value", stream.next()).await, Some(Ok(4)));
+        });
+    }
+
+    fn dropping_the_stream_unsubscribes_on_the_loops_thread(rt: Rt) {
+        rt.block_on(async {
+            let (pump, handle) = source();
+            let stream = subscribe(&handle, 8);
+            let id = stream.id();
+            handle.call(|source| source.to_emit = 1).await.expect("the call runs");
+            drop(stream);
+            let (stopped, home, subscribed) = handle
+                .call(|source| (source.stopped_on, source.home, source.subscriber.is_some()))
+                .await
+                .expect("calls run in order: the stop ran before this one");
+            assert_eq!(stopped, Some((id, home.expect("the factory ran"))));
+            assert!(!subscribed, "unsubscribed in the library");
+            assert!(!pump.is_closed());
+
+            // A stream the library ended (its emitter dropped) ends, and is not stopped again.
+            let mut stream = subscribe(&handle, 8);
+            handle
+                .call(|source| {
+                    source.stopped_on = None;
+                    let emitter = source.subscriber.take().expect("subscribed");
+                    emitter.emit(7).expect("room");
+                })
+                .await
+                .expect("the call runs");
+            assert_eq!(within("a value", stream.next()).await, Some(Ok(7)));
+            assert_eq!(within("the end", stream.next()).await, None);
+            drop(stream);
+            assert_eq!(handle.call(|source| source.stopped_on).await, Ok(None));
+        });
+    }
+}
