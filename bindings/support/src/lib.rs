@@ -1,5 +1,6 @@
 //! What the example bindings share: the bookkeeping of timers made in a C library (Tcl,
-//! libuv) whose callbacks complete waits, and the examples' reading of the CPU they used.
+//! libuv) whose callbacks complete requests (`LoopHandle::request`), and the examples' reading
+//! of the CPU they used.
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 #![forbid(unsafe_code)]
 
@@ -7,7 +8,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Instant;
 
-use ffi_pump::Completions;
+use ffi_pump::{Completer, RequestId};
 
 /// A timer that fired: when it was due, and when the C library ran its callback.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,57 +19,49 @@ pub struct Fired {
     pub at: Instant,
 }
 
-/// The timers of one loop, on the loop's thread: the table their waits look in, and the ids
-/// whose callback ran since the binding last looked (so it can free what it kept for them).
-#[derive(Debug)]
+/// The timers of one loop, on the loop's thread: the ids whose callback ran since the binding
+/// last looked (so it can free what it kept for them).
+#[derive(Debug, Default)]
 pub struct Timers {
-    fired: Completions<u64, Fired>,
-    done: Rc<RefCell<Vec<u64>>>,
+    done: Rc<RefCell<Vec<RequestId>>>,
 }
 
 impl Timers {
-    /// Timers whose callbacks complete their id in `fired`.
-    pub fn new(fired: Completions<u64, Fired>) -> Timers {
-        Timers {
-            fired,
-            done: Rc::new(RefCell::new(Vec::new())),
-        }
-    }
-
-    /// What the C callback of timer `id`, due at `due`, carries.
-    pub fn callback(&self, id: u64, due: Instant) -> Callback {
+    /// What the C callback of the timer of request `done`, due at `due`, carries.
+    pub fn callback(&self, done: Completer<Fired>, due: Instant) -> Callback {
         Callback {
-            id,
+            id: done.id(),
             due,
-            fired: self.fired.clone(),
-            done: self.done.clone(),
+            done: RefCell::new(Some(done)),
+            fired: self.done.clone(),
         }
     }
 
     /// The ids whose callback ran since the last call.
-    pub fn take_fired(&self) -> Vec<u64> {
+    pub fn take_fired(&self) -> Vec<RequestId> {
         std::mem::take(&mut *self.done.borrow_mut())
     }
 }
 
-/// What a C timer callback carries: completing it completes the timer's wait.
+/// What a C timer callback carries: firing it completes the timer's request.
 #[derive(Debug)]
 pub struct Callback {
-    id: u64,
+    id: RequestId,
     due: Instant,
-    fired: Completions<u64, Fired>,
-    done: Rc<RefCell<Vec<u64>>>,
+    done: RefCell<Option<Completer<Fired>>>,
+    fired: Rc<RefCell<Vec<RequestId>>>,
 }
 
 impl Callback {
-    /// The timer fired: completes its id with when it was due and now.
+    /// The timer fired: completes its request with when it was due and now (once).
     pub fn fire(&self) {
-        let fired = Fired {
-            due: self.due,
-            at: Instant::now(),
-        };
-        self.fired.complete(self.id, fired);
-        self.done.borrow_mut().push(self.id);
+        if let Some(done) = self.done.borrow_mut().take() {
+            done.complete(Fired {
+                due: self.due,
+                at: Instant::now(),
+            });
+            self.fired.borrow_mut().push(self.id);
+        }
     }
 }
 

@@ -5,8 +5,9 @@
 //! interpreter is the pump thread's state (`Builder::build_with_state`). `run_once` services
 //! every ready event (`Tcl_DoOneEvent(TCL_DONT_WAIT)` until none is left) and reports when the
 //! next timer made through this binding is due, so the thread sleeps until then — no interval.
-//! [`Tcl::sleep`] creates a Tcl timer on that thread (`LoopHandle::call`) and awaits it in a
-//! `Completions` table; a sleep that gives up deletes its timer there (`WaitKey::on_cancel`).
+//! [`Tcl::sleep`] is one `LoopHandle::request`: it creates a Tcl timer on that thread, whose
+//! callback completes the request; a sleep that gives up deletes its timer there (the request's
+//! cancel). No table or id of the binding's own.
 //! [`Tcl::eval`] runs a script there and returns its result.
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 
@@ -21,7 +22,7 @@ use std::time::{Duration, Instant};
 pub use ffi_pump_binding_support::Fired;
 use ffi_pump_binding_support::{Callback, Timers};
 
-use ffi_pump::{Completions, Error, LoopHandle, Pump};
+use ffi_pump::{Completer, Error, LoopHandle, Pump, RequestId};
 
 /// When the binding runs the interpreter's events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,9 +50,9 @@ struct Interp {
     raw: *mut ffi::Tcl_Interp,
     schedule: Schedule,
     /// Pending timers: Tcl's token, the callback data Tcl holds, when it is due.
-    pending: HashMap<u64, (ffi::Tcl_TimerToken, *mut Callback, Instant)>,
+    pending: HashMap<RequestId, (ffi::Tcl_TimerToken, *mut Callback, Instant)>,
     /// When each pending timer is due, in order.
-    due: BTreeSet<(Instant, u64)>,
+    due: BTreeSet<(Instant, RequestId)>,
     timers: Timers,
     counters: Arc<Counters>,
     inside: AtomicBool,
@@ -68,7 +69,7 @@ unsafe extern "C" fn fire(client_data: *mut c_void) {
 }
 
 impl Interp {
-    fn new(schedule: Schedule, fired: Completions<u64, Fired>, counters: Arc<Counters>) -> Interp {
+    fn new(schedule: Schedule, counters: Arc<Counters>) -> Interp {
         static INIT: Once = Once::new();
         // SAFETY: initialises Tcl's process-wide state; a null argv0 is allowed.
         INIT.call_once(|| unsafe { ffi::Tcl_FindExecutable(std::ptr::null()) });
@@ -80,18 +81,19 @@ impl Interp {
             schedule,
             pending: HashMap::new(),
             due: BTreeSet::new(),
-            timers: Timers::new(fired),
+            timers: Timers::default(),
             counters,
             inside: AtomicBool::new(false),
         }
     }
 
     /// Creates a Tcl timer `delay` from now that completes `id`.
-    fn after(&mut self, id: u64, delay: Duration) {
+    fn after(&mut self, done: Completer<Fired>, delay: Duration) {
+        let id = done.id();
         let ms = c_int::try_from(delay.as_millis()).unwrap_or(c_int::MAX);
         let delay = Duration::from_millis(ms as u64);
         // Read before Tcl reads its own clock: the timer is due no earlier than this.
-        let data = Box::into_raw(Box::new(self.timers.callback(id, Instant::now() + delay)));
+        let data = Box::into_raw(Box::new(self.timers.callback(done, Instant::now() + delay)));
         // SAFETY: `fire` matches `Tcl_TimerProc`; `data` stays valid until `fire` frees it or
         // `cancel` deletes the timer and frees it.
         let token = unsafe { ffi::Tcl_CreateTimerHandler(ms, fire, data.cast()) };
@@ -102,7 +104,7 @@ impl Interp {
     }
 
     /// Deletes the timer of `id` if it has not fired.
-    fn cancel(&mut self, id: u64) {
+    fn cancel(&mut self, id: RequestId) {
         self.forget_fired();
         if let Some((token, data, due)) = self.pending.remove(&id) {
             // SAFETY: the timer has not fired (it is still pending after `forget_fired`), so
@@ -184,8 +186,6 @@ impl Drop for Interp {
 pub struct Tcl {
     pump: Pump,
     interp: LoopHandle<Interp>,
-    fired: Completions<u64, Fired>,
-    next_id: AtomicU64,
     counters: Arc<Counters>,
 }
 
@@ -200,18 +200,14 @@ impl std::fmt::Debug for Interp {
 impl Tcl {
     /// Starts the pump thread and creates the interpreter there.
     pub fn new(schedule: Schedule) -> Result<Tcl, Error> {
-        let fired = Completions::new();
         let counters = Arc::new(Counters::default());
-        let (table, proof) = (fired.clone(), counters.clone());
-        let (pump, interp) = Pump::builder().name("tcl").build_with_state(
-            move || Interp::new(schedule, table, proof),
-            Interp::run_once,
-        )?;
+        let proof = counters.clone();
+        let (pump, interp) = Pump::builder()
+            .name("tcl")
+            .build_with_state(move || Interp::new(schedule, proof), Interp::run_once)?;
         Ok(Tcl {
             pump,
             interp,
-            fired,
-            next_id: AtomicU64::new(0),
             counters,
         })
     }
@@ -219,10 +215,8 @@ impl Tcl {
     /// Creates a Tcl timer `delay` from now and waits for its callback, giving up after
     /// `timeout` (the timer is then deleted in Tcl).
     pub async fn sleep(&self, delay: Duration, timeout: Duration) -> Result<Fired, Error> {
-        let id = self.next_id.fetch_add(1, Ordering::SeqCst);
-        let start = move |interp: &mut Interp| interp.after(id, delay);
-        let cancel = move |interp: &mut Interp| interp.cancel(id);
-        let fired = self.interp.submit(&self.fired, id, start, cancel);
+        let start = move |interp: &mut Interp, done| interp.after(done, delay);
+        let fired = self.interp.request(start, Interp::cancel);
         fired.timeout(timeout).await
     }
 

@@ -4,9 +4,9 @@
 //! A uv loop is not thread-safe, so it is the pump thread's state
 //! (`Builder::build_with_state`). `run_once` is `uv_run(UV_RUN_NOWAIT)` and reports the loop's
 //! own next timeout (`uv_backend_timeout`), so the thread sleeps until then — no interval and no
-//! bookkeeping of deadlines in the binding. [`Uv::sleep`] starts a uv timer there
-//! (`LoopHandle::post`) and awaits it in a `Completions` table; a sleep that gives up stops and
-//! closes its timer there (`WaitKey::on_cancel`).
+//! bookkeeping of deadlines in the binding. [`Uv::sleep`] is one `LoopHandle::request`: it
+//! starts a uv timer there, whose callback completes the request; a sleep that gives up stops
+//! and closes its timer there (the request's cancel).
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 
 mod ffi;
@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 pub use ffi_pump_binding_support::Fired;
 use ffi_pump_binding_support::{Callback, Timers};
 
-use ffi_pump::{Completions, Error, LoopHandle, Pump};
+use ffi_pump::{Completer, Error, LoopHandle, Pump, RequestId};
 
 /// Counters proving how the loop was driven.
 #[derive(Debug, Default)]
@@ -63,7 +63,7 @@ unsafe extern "C" fn closed(handle: *mut ffi::uv_handle_t) {
 struct Loop {
     raw: *mut ffi::uv_loop_t,
     /// The handles of the timers not yet closed.
-    handles: HashMap<u64, *mut ffi::uv_handle_t>,
+    handles: HashMap<RequestId, *mut ffi::uv_handle_t>,
     timers: Timers,
     counters: Arc<Counters>,
 }
@@ -77,7 +77,7 @@ impl std::fmt::Debug for Loop {
 }
 
 impl Loop {
-    fn new(fired: Completions<u64, Fired>, counters: Arc<Counters>) -> Loop {
+    fn new(counters: Arc<Counters>) -> Loop {
         // SAFETY: the loop's memory has the size libuv reports; it is initialised here, used on
         // this thread only, and closed and freed in `drop`.
         let raw = unsafe {
@@ -89,16 +89,17 @@ impl Loop {
         Loop {
             raw,
             handles: HashMap::new(),
-            timers: Timers::new(fired),
+            timers: Timers::default(),
             counters,
         }
     }
 
     /// Starts a uv timer `delay` from now that completes `id`.
-    fn after(&mut self, id: u64, delay: Duration) {
+    fn after(&mut self, done: Completer<Fired>, delay: Duration) {
+        let id = done.id();
         let ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
         let due = Instant::now() + Duration::from_millis(ms);
-        let data = Box::into_raw(Box::new(self.timers.callback(id, due)));
+        let data = Box::into_raw(Box::new(self.timers.callback(done, due)));
         // SAFETY: the handle's memory has the size libuv reports for a timer; it is initialised
         // on this loop, carries `data`, and is freed by `closed` once libuv is done with it.
         let handle = unsafe {
@@ -114,7 +115,7 @@ impl Loop {
     }
 
     /// Stops the timer of `id` and closes it, if it is still there.
-    fn cancel(&mut self, id: u64) {
+    fn cancel(&mut self, id: RequestId) {
         self.close_fired();
         if let Some(handle) = self.handles.remove(&id) {
             // SAFETY: a live timer of this loop; once closed, `closed` frees it.
@@ -180,39 +181,26 @@ impl Drop for Loop {
 pub struct Uv {
     pump: Pump,
     uv: LoopHandle<Loop>,
-    fired: Completions<u64, Fired>,
-    next_id: AtomicU64,
     counters: Arc<Counters>,
 }
 
 impl Uv {
     /// Starts the pump thread and initialises the uv loop there.
     pub fn new() -> Result<Uv, Error> {
-        let fired = Completions::new();
         let counters = Arc::new(Counters::default());
-        let (table, proof) = (fired.clone(), counters.clone());
+        let proof = counters.clone();
         let (pump, uv) = Pump::builder()
             .name("libuv")
-            .build_with_state(move || Loop::new(table, proof), Loop::run_once)?;
-        Ok(Uv {
-            pump,
-            uv,
-            fired,
-            next_id: AtomicU64::new(0),
-            counters,
-        })
+            .build_with_state(move || Loop::new(proof), Loop::run_once)?;
+        Ok(Uv { pump, uv, counters })
     }
 
     /// Starts a uv timer `delay` from now and waits for its callback, giving up after `timeout`
     /// (the timer is then stopped and closed in libuv).
     pub async fn sleep(&self, delay: Duration, timeout: Duration) -> Result<Fired, Error> {
-        let id = self.next_id.fetch_add(1, Ordering::SeqCst);
-        let fired = self.uv.submit(
-            &self.fired,
-            id,
-            move |uv| uv.after(id, delay),
-            move |uv| uv.cancel(id),
-        );
+        let fired = self
+            .uv
+            .request(move |uv, done| uv.after(done, delay), Loop::cancel);
         fired.timeout(timeout).await
     }
 
