@@ -11,6 +11,23 @@ use std::time::Duration;
 use common::{eventually, within, HANG};
 use ffi_pump::{Completions, Error, Pump};
 
+/// Keeps the loop's thread busy in a call until the returned sender sends (or goes): calls
+/// made meanwhile stay queued. Returns once the busy call runs.
+async fn hold_the_loop_thread<S: 'static>(
+    handle: &ffi_pump::LoopHandle<S>,
+) -> (std::sync::mpsc::Sender<()>, ffi_pump::Call<()>) {
+    let (gate, hold) = std::sync::mpsc::channel::<()>();
+    let hold = Mutex::new(hold);
+    let started = Arc::new(AtomicBool::new(false));
+    let starting = started.clone();
+    let busy = handle.call(move |_| {
+        starting.store(true, SeqCst);
+        let _ = hold.lock().unwrap().recv();
+    });
+    eventually("the busy call started", || started.load(SeqCst)).await;
+    (gate, busy)
+}
+
 /// Sets its flag, then panics, when dropped.
 struct Bomb(Arc<AtomicBool>);
 
@@ -191,19 +208,11 @@ on_every_backend! {
             within("a turn after", pump.turn()).await.expect("the pump goes on");
             assert!(!pump.stats().panicked);
 
-            let (gate, hold) = std::sync::mpsc::channel::<()>();
-            let hold = Mutex::new(hold);
             let (pump, handle) = Pump::builder()
                 .build_with_state(|| (), |_| None)
                 .expect("pump thread starts");
-            // A call that keeps the loop's thread busy, so the next two stay queued.
-            let started = Arc::new(AtomicBool::new(false));
-            let starting = started.clone();
-            let busy = handle.call(move |_| {
-                starting.store(true, SeqCst);
-                let _ = hold.lock().unwrap().recv();
-            });
-            eventually("the busy call started", || started.load(SeqCst)).await;
+            // The loop's thread kept busy, so the next two calls stay queued.
+            let (gate, busy) = hold_the_loop_thread(&handle).await;
             let (call_dropped, post_dropped) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
             let bomb = Bomb(call_dropped.clone());
             let queued_call = handle.call(move |_| drop(bomb));
@@ -398,15 +407,7 @@ on_every_backend! {
             let (pump, handle) = Pump::builder()
                 .build_with_state(|| (), |_| None)
                 .expect("pump thread starts");
-            let (gate, hold) = std::sync::mpsc::channel::<()>();
-            let hold = Mutex::new(hold);
-            let busy_started = Arc::new(AtomicBool::new(false));
-            let starting = busy_started.clone();
-            let busy = handle.call(move |_| {
-                starting.store(true, SeqCst);
-                let _ = hold.lock().unwrap().recv();
-            });
-            eventually("the busy call started", || busy_started.load(SeqCst)).await;
+            let (gate, busy) = hold_the_loop_thread(&handle).await;
             let started = Arc::new(AtomicBool::new(false));
             let flag = started.clone();
             let waiting = rt.spawn(
@@ -430,15 +431,7 @@ on_every_backend! {
             let (pump, handle) = Pump::builder()
                 .build_with_state(|| (), |_| None)
                 .expect("pump thread starts");
-            let (gate, hold) = std::sync::mpsc::channel::<()>();
-            let hold = Mutex::new(hold);
-            let busy_started = Arc::new(AtomicBool::new(false));
-            let starting = busy_started.clone();
-            let busy = handle.call(move |_| {
-                starting.store(true, SeqCst);
-                let _ = hold.lock().unwrap().recv();
-            });
-            eventually("the busy call started", || busy_started.load(SeqCst)).await;
+            let (gate, busy) = hold_the_loop_thread(&handle).await;
             let dropped = Arc::new(AtomicBool::new(false));
             let flag = dropped.clone();
             drop(handle.call(move |_| Bomb(flag))); // nobody takes its value

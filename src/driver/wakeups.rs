@@ -104,57 +104,42 @@ impl<'a> Wakeups<'a> {
             if core.is_closed() || core.demand.has_work() {
                 continue;
             }
-            if core.demand.is_idle() {
-                // Idle: no ticks and no deadlines, but readiness still runs the loop (the
-                // library's own I/O: data to send, a peer that hung up), as kicks and calls do.
+            // Idle, there are no ticks and no deadlines, but readiness still runs the loop (the
+            // library's own I/O: data to send, a peer that hung up), as kicks and calls do.
+            let idle = core.demand.is_idle();
+            if idle {
                 self.rested = true;
                 core.registry.sweep();
-                let woke = async {
-                    demand.await;
-                    Woke::Demand
+            } else {
+                // The first wait after idle gets its run one interval from now, not a burst of
+                // ticks the timer missed while asleep.
+                if std::mem::take(&mut self.rested) && !core.config.reports_deadline {
+                    self.timer.set_interval(core.config.interval);
                 }
-                .or(readiness(
-                    #[cfg(unix)]
-                    self.watch.as_ref(),
-                ))
-                .await;
-                match woke {
-                    #[cfg(unix)]
-                    Woke::Ready => {
-                        self.after_readiness = true;
-                        return Next::Run(Cause::Readiness);
+                if core.config.reports_deadline {
+                    // Sleep exactly until the library says it has work; nothing due, no run.
+                    match core.next_deadline.get() {
+                        Some(at) => self.timer.set_at(at),
+                        None => self.timer = Timer::never(),
                     }
-                    #[cfg(unix)]
-                    Woke::TriggerFailed(kind) => {
-                        core.fail(Error::Trigger(kind));
-                        return Next::Stop;
-                    }
-                    Woke::Timer(_) | Woke::Demand => {}
-                }
-                continue;
-            }
-            // The first wait after idle gets its run one interval from now, not a burst of ticks
-            // the timer missed while asleep.
-            if std::mem::take(&mut self.rested) && !core.config.reports_deadline {
-                self.timer.set_interval(core.config.interval);
-            }
-            if core.config.reports_deadline {
-                // Sleep exactly until the library says it has work; nothing due, no run.
-                match core.next_deadline.get() {
-                    Some(at) => self.timer.set_at(at),
-                    None => self.timer = Timer::never(),
                 }
             }
-            let woke = async { self.timer.next().await.map_or(Woke::Demand, Woke::Timer) }
-                .or(async {
-                    demand.await;
-                    Woke::Demand
-                })
-                .or(readiness(
-                    #[cfg(unix)]
-                    self.watch.as_ref(),
-                ))
-                .await;
+            let timer = &mut self.timer;
+            let woke = async {
+                if idle {
+                    return std::future::pending().await;
+                }
+                timer.next().await.map_or(Woke::Demand, Woke::Timer)
+            }
+            .or(async {
+                demand.await;
+                Woke::Demand
+            })
+            .or(readiness(
+                #[cfg(unix)]
+                self.watch.as_ref(),
+            ))
+            .await;
             match woke {
                 // The last wait may have ended while the timer ran: an idle pump does not run.
                 Woke::Timer(due) if !core.demand.is_idle() => return Next::Run(self.cause(due)),
