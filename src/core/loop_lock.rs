@@ -198,8 +198,8 @@ impl<'a> LoopGuard<'a> {
                 if core.config.reports_deadline {
                     core.next_deadline.set(next);
                 }
-                // A new round of checks: whatever the last one left goes with it.
-                core.demand.take_checks();
+                // A new round of checks. A request to go on with the last one may still be set:
+                // it then finds the round done, at the cost of a look per column.
                 let budget = core.config.check_budget;
                 let seen_all = core.registry.evaluate(budget, &mut woken, &mut removed);
                 // The waits not seen may hold already: their checks go on at once, with the
