@@ -1,6 +1,6 @@
 //! Drive a C library's non-reentrant event loop from many async tasks: once per round, never
 //! concurrently, never re-entrantly, and not at all while nobody waits and none of its
-//! descriptors is ready.
+//! descriptors is ready. Binding a library: the [`guide`].
 //!
 //! ```
 //! use ffi_pump::Pump;
@@ -155,6 +155,7 @@ mod completions;
 mod core;
 mod driver;
 mod error;
+pub mod guide;
 mod kicker;
 mod loop_handle;
 mod pump;
