@@ -3,13 +3,13 @@
 #[cfg(unix)]
 use std::os::fd::AsFd;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::calls::Calls;
 use crate::core::{Config, Core, Runner};
 #[cfg(unix)]
 use crate::trigger::{Trigger, TriggerFd};
-use crate::{Error, LoopHandle, Pump, Strategy};
+use crate::{Error, IntoNext, LoopHandle, Pump, Strategy};
 
 /// Settings for a [`Pump`], from [`Pump::builder`].
 ///
@@ -79,7 +79,7 @@ impl Builder {
     ///
     /// Only pumps that tick have an interval: [`build`](Builder::build) and
     /// [`build_on_thread`](Builder::build_on_thread). A pump whose `run_once` reports its
-    /// deadlines ([`build_with_deadline`](Builder::build_with_deadline),
+    /// deadlines ([`build`](Builder::build) with a `run_once` that returns `Option<Instant>`,
     /// [`build_with_state`](Builder::build_with_state),
     /// [`build_with_descriptors`](Builder::build_with_descriptors)) refuses one with
     /// [`Error::InvalidConfig`] rather than ignore it.
@@ -92,7 +92,7 @@ impl Builder {
     ///
     /// let ticked = Pump::builder().interval(Duration::from_millis(5)).build(|| {});
     /// assert!(ticked.is_ok());
-    /// let hinted = Pump::builder().interval(Duration::from_millis(5)).build_with_deadline(|| None);
+    /// let hinted = Pump::builder().interval(Duration::from_millis(5)).build(|| None);
     /// assert!(matches!(hinted, Err(Error::InvalidConfig(_))));
     /// ```
     pub fn interval(mut self, interval: Duration) -> Self {
@@ -198,7 +198,7 @@ impl Builder {
     ///
     /// Unix only (a descriptor is a Unix notion). On Windows, call [`Pump::kick`] from wherever
     /// the library signals work (a callback, a thread waiting on its handle), or let `run_once`
-    /// report its next deadline ([`build_with_deadline`](Builder::build_with_deadline)); both
+    /// report its next deadline (`run_once` returning it, [`build`](Builder::build)); both
     /// work on every platform.
     ///
     /// If waiting for readiness fails, or the library closes its descriptor (noticed where
@@ -312,15 +312,14 @@ impl Builder {
             .transpose()
     }
 
-    /// The settings of a pump that ticks (`reports_deadline: false`) or whose `run_once`
-    /// reports its deadlines, with the loop in the pump or on a thread of its own
-    /// (`on_thread`). Refuses every setting that would otherwise be ignored.
-    fn config(&self, reports_deadline: bool, on_thread: bool) -> Result<Config, Error> {
+    /// The settings of a pump whose `run_once` returns `N`, with the loop in the pump or on a
+    /// thread of its own (`on_thread`). Refuses every setting that would otherwise be ignored.
+    fn config<N: IntoNext>(&self, on_thread: bool) -> Result<Config, Error> {
         let interval = match self.interval {
             Some(interval) if interval.is_zero() => {
                 return Err(Error::InvalidConfig("interval must be longer than zero"))
             }
-            Some(_) if reports_deadline => {
+            Some(_) if !N::TICKS => {
                 return Err(Error::InvalidConfig(
                     "interval: a pump whose run_once reports its deadlines has no ticks",
                 ))
@@ -352,79 +351,59 @@ impl Builder {
             check_budget: self.check_budget,
             idle_stop: self.idle_stop,
             strategy: self.strategy,
-            reports_deadline,
+            first_at_a_tick: N::FIRST_AT_A_TICK,
         })
     }
 
-    /// Builds a pump around `run_once`, the C library's "process what is pending" call.
+    /// Builds a pump around `run_once`, the C library's "process what is pending" call, with the
+    /// loop in the pump.
     ///
     /// The pump calls it once per round, never from two threads at once and never from inside
     /// itself. Nothing runs until the pump is driven: [`Pump::spawn`] or [`Pump::run`].
     ///
+    /// What `run_once` returns says what wakes the loop next ([`Next`](crate::Next)):
+    ///
+    /// - `()` — a polled library (`curl_multi_perform`, a vendor SDK's `poll()`): the pump ticks
+    ///   at the [`interval`](Builder::interval) while anyone waits.
+    /// - `Option<Instant>` — a library that knows its next deadline (`curl_multi_timeout`,
+    ///   `uv_backend_timeout`, the timeout of `g_main_context_query`): the pump runs once as soon
+    ///   as a wait is pending, to hear it, then sleeps until that moment (`None`: nothing is
+    ///   due); while nothing is due it makes no runs at all. It has no ticks, so it refuses an
+    ///   [`interval`](Builder::interval). Kick it after submitting work, so `run_once` can report
+    ///   the new deadline.
+    /// - [`Next`](crate::Next) — either, run by run.
+    ///
+    /// Whatever it returns, the pump also runs on [`Pump::kick`], [`Pump::turn`] and readiness
+    /// ([`run_on_readable`](Builder::run_on_readable)).
+    ///
     /// # Blocking
     ///
     /// `run_once` runs on the executor thread that drives the pump (or that calls
-    /// [`Pump::turn`]), so it should return quickly, like `curl_multi_perform`. A loop call that
-    /// blocks (`libusb_handle_events_timeout` with a timeout, a vendor SDK that sleeps) belongs on
-    /// a thread of its own: build with [`build_on_thread`](Builder::build_on_thread), and the
+    /// [`Pump::turn`]), so it should return quickly. A loop call that blocks
+    /// (`libusb_handle_events_timeout` with a timeout, a vendor SDK that sleeps) belongs on a
+    /// thread of its own: build with [`build_with_state`](Builder::build_with_state), and the
     /// executor stays free while the loop blocks.
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidConfig`] for a zero interval.
+    /// [`Error::InvalidConfig`] for a zero interval, an interval on a `run_once` that returns
+    /// deadlines, a zero [`check_budget`](Builder::check_budget), or `tokio_readiness` without
+    /// `run_on_readable`.
     ///
     /// # Examples
     ///
     /// ```
     /// use ffi_pump::{Error, Pump};
-    /// use std::time::Duration;
-    ///
-    /// let zero = Pump::builder().interval(Duration::ZERO).build(|| {});
-    /// assert!(matches!(zero, Err(Error::InvalidConfig(_))));
-    /// ```
-    pub fn build<F>(self, run_once: F) -> Result<Pump, Error>
-    where
-        F: FnMut() + Send + 'static,
-    {
-        let mut run_once = run_once;
-        let runner = move || {
-            run_once();
-            None
-        };
-        let core = Core::new(
-            self.config(false, false)?,
-            self.name.clone(),
-            Runner::here(runner),
-            #[cfg(unix)]
-            self.trigger()?,
-        );
-        Ok(Pump::from_core(core))
-    }
-
-    /// Builds a pump around a `run_once` that says when it next needs to run, like
-    /// `curl_multi_timeout`, `uv_backend_timeout` or the timeout of `g_main_context_query`.
-    ///
-    /// `run_once` returns the next moment the library has work (`None`: nothing is due). The pump
-    /// runs once as soon as a wait is pending, to hear it, then sleeps until that moment instead
-    /// of ticking: while nothing is due it makes no runs at all. It still runs on
-    /// [`Pump::kick`], [`Pump::turn`] and readiness ([`run_on_readable`](Builder::run_on_readable));
-    /// kick it after submitting work, so `run_once` can report the new deadline. It has no
-    /// ticks, so it refuses an [`interval`](Builder::interval).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidConfig`] for an [`interval`](Builder::interval), a zero
-    /// [`check_budget`](Builder::check_budget), or `tokio_readiness` without `run_on_readable`.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use ffi_pump::Pump;
     /// use std::time::{Duration, Instant};
     ///
     /// # futures_lite::future::block_on(async {
+    /// // Polled: ticks.
+    /// let zero = Pump::builder().interval(Duration::ZERO).build(|| {});
+    /// assert!(matches!(zero, Err(Error::InvalidConfig(_))));
+    ///
+    /// // Its own deadlines: no ticks.
     /// let due = Instant::now() + Duration::from_millis(20);
-    /// let pump = Pump::builder().build_with_deadline(move || {
+    /// let pump = Pump::builder().build(move || {
     ///     // ffi::run_event_loop_once(); then, e.g., curl_multi_timeout():
     ///     (Instant::now() < due).then_some(due)
     /// })?;
@@ -433,14 +412,16 @@ impl Builder {
     /// # Ok::<(), ffi_pump::Error>(())
     /// # }).unwrap();
     /// ```
-    pub fn build_with_deadline<F>(self, run_once: F) -> Result<Pump, Error>
+    pub fn build<F, N>(self, run_once: F) -> Result<Pump, Error>
     where
-        F: FnMut() -> Option<Instant> + Send + 'static,
+        F: FnMut() -> N + Send + 'static,
+        N: IntoNext,
     {
+        let mut run_once = run_once;
         let core = Core::new(
-            self.config(true, false)?,
+            self.config::<N>(false)?,
             self.name.clone(),
-            Runner::here(run_once),
+            Runner::here(move || run_once().into_next()),
             #[cfg(unix)]
             self.trigger()?,
         );
@@ -492,7 +473,7 @@ impl Builder {
         R: FnMut() + 'static,
     {
         let core = Core::new(
-            self.config(false, true)?,
+            self.config::<()>(true)?,
             self.name.clone(),
             Runner::OnPumpThread,
             #[cfg(unix)]
@@ -504,10 +485,7 @@ impl Builder {
             core,
             None::<Arc<Calls<R>>>,
             factory,
-            |run_once: &mut R| {
-                run_once();
-                None
-            },
+            |run_once: &mut R| run_once(),
         )?;
         Ok(pump)
     }
@@ -583,7 +561,7 @@ impl Builder {
     /// ```
     #[cfg(any(target_os = "linux", target_os = "android"))]
     #[cfg_attr(docsrs, doc(cfg(any(target_os = "linux", target_os = "android"))))]
-    pub fn build_with_descriptors<S, F, R>(
+    pub fn build_with_descriptors<S, F, R, N>(
         mut self,
         factory: F,
         run_once: R,
@@ -591,7 +569,8 @@ impl Builder {
     where
         S: 'static,
         F: FnOnce(crate::Descriptors) -> S + Send + 'static,
-        R: FnMut(&mut S) -> Option<Instant> + Send + 'static,
+        R: FnMut(&mut S) -> N + Send + 'static,
+        N: IntoNext,
     {
         if self.trigger.is_some() {
             return Err(Error::InvalidConfig(
@@ -599,7 +578,7 @@ impl Builder {
                  descriptor in it instead)",
             ));
         }
-        self.config(true, true)?;
+        self.config::<N>(true)?;
         let descriptors = crate::Descriptors::new().map_err(|err| Error::Trigger(err.kind()))?;
         self.trigger = Some(TriggerFd::new(&descriptors));
         self.build_with_state(move || factory(descriptors), run_once)
@@ -614,7 +593,7 @@ impl Builder {
     /// [`LoopHandle::post`], which run between two runs, never during one, and kick the pump.
     ///
     /// `run_once` returns when the loop next needs to run, as with
-    /// [`build_with_deadline`](Builder::build_with_deadline) (`None`: nothing is due): the thread
+    /// [`build`](Builder::build) (`None`: nothing is due; `()` ticks at the interval): the thread
     /// sleeps until then, or until a kick, a call, a [`turn`](Pump::turn) or readiness
     /// ([`run_on_readable`](Builder::run_on_readable)) — no interval. It runs once as soon as a
     /// wait is pending, to hear the first deadline. A loop with no deadlines of its own can return
@@ -669,7 +648,7 @@ impl Builder {
     /// # Ok::<(), ffi_pump::Error>(())
     /// # }).unwrap();
     /// ```
-    pub fn build_with_state<S, F, R>(
+    pub fn build_with_state<S, F, R, N>(
         self,
         factory: F,
         run_once: R,
@@ -677,10 +656,11 @@ impl Builder {
     where
         S: 'static,
         F: FnOnce() -> S + Send + 'static,
-        R: FnMut(&mut S) -> Option<Instant> + Send + 'static,
+        R: FnMut(&mut S) -> N + Send + 'static,
+        N: IntoNext,
     {
         let core = Core::new(
-            self.config(true, true)?,
+            self.config::<N>(true)?,
             self.name.clone(),
             Runner::OnPumpThread,
             #[cfg(unix)]

@@ -2,7 +2,7 @@
 //!
 //! Every binding answers three questions; the shapes below differ in the answers.
 //!
-//! 1. **Where does the loop live?** In the pump ([`Builder::build`], [`Builder::build_with_deadline`]):
+//! 1. **Where does the loop live?** In the pump ([`Builder::build`]):
 //!    `run_once` is `Send` and is called by whichever driver holds the loop lock. Or on a thread
 //!    of its own with state `S` ([`Builder::build_with_state`]): the state need not be `Send`
 //!    (curl's `Multi`, a Tcl interpreter), and a [`LoopHandle`] reaches it.
@@ -60,7 +60,7 @@
 //! # futures_lite::future::block_on(async {
 //! let library = Arc::new(FakeLoop::new(8));
 //! let runs = library.clone();
-//! let pump = Pump::builder().build_with_deadline(move || {
+//! let pump = Pump::builder().build(move || {
 //!     runs.run_once().expect("not re-entered");
 //!     // ffi::next_timeout(): nanoseconds on the fixture's clock, or nothing due.
 //!     let next = runs.next_deadline_ns()?;
@@ -254,7 +254,6 @@
 //! - Costs: `BENCHMARKS.md` in the repository.
 //!
 //! [`Builder::build`]: crate::Builder::build
-//! [`Builder::build_with_deadline`]: crate::Builder::build_with_deadline
 //! [`Builder::build_with_state`]: crate::Builder::build_with_state
 //! [`Builder::build_with_descriptors`]: crate::Builder::build_with_descriptors
 //! [`LoopHandle`]: crate::LoopHandle

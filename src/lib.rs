@@ -55,7 +55,7 @@
 //! - Besides its timer, the pump turns on [`Pump::kick`], on readiness of the library's
 //!   descriptor ([`Builder::run_on_readable`], unix; on tokio, `Builder::tokio_readiness` lets
 //!   tokio's reactor watch it) and at the deadlines `run_once` reports
-//!   ([`Builder::build_with_deadline`]).
+//!   (`run_once` returns them: [`Builder::build`], [`Next`]).
 //! - No wait pending: the timers stop (see "Idle" below). The first wait restarts them.
 //! - [`Pump::close`], dropping the last [`Pump`], or dropping the driver ends every wait with
 //!   [`Error::Closed`]; a panic in `run_once` ends them with [`Error::Panicked`]. Nothing hangs.
@@ -158,6 +158,7 @@ mod error;
 pub mod guide;
 mod kicker;
 mod loop_handle;
+mod next;
 mod pump;
 mod reactor;
 mod reentry;
@@ -182,6 +183,7 @@ pub use driver::Driver;
 pub use error::Error;
 pub use kicker::Kicker;
 pub use loop_handle::{Call, LoopHandle};
+pub use next::{IntoNext, Next};
 pub use pump::Pump;
 pub use request::{Completer, Request, RequestId};
 pub use stats::Stats;

@@ -141,7 +141,7 @@ fn refused<T>(outcome: Result<T, Error>, setting: &str) {
 #[test]
 fn settings_a_pump_cannot_apply_are_refused_by_name() {
     let interval = || Pump::builder().interval(Duration::from_millis(5));
-    refused(interval().build_with_deadline(|| None), "interval");
+    refused(interval().build(|| None), "interval");
     refused(interval().build_with_state(|| (), |_| None), "interval");
     #[cfg(any(target_os = "linux", target_os = "android"))]
     refused(
@@ -150,7 +150,7 @@ fn settings_a_pump_cannot_apply_are_refused_by_name() {
     );
     let no_budget = || Pump::builder().check_budget(Duration::ZERO);
     refused(no_budget().build(|| {}), "check_budget");
-    refused(no_budget().build_with_deadline(|| None), "check_budget");
+    refused(no_budget().build(|| None), "check_budget");
     refused(no_budget().build_on_thread(|| || {}), "check_budget");
     refused(
         no_budget().build_with_state(|| (), |_| None),

@@ -35,7 +35,7 @@ struct Library {
 enum Placement {
     /// On the pump thread (`build_with_descriptors`), reached through its `LoopHandle`.
     PumpThread,
-    /// In the pump (`run_on_readable(&set)` + `build_with_deadline`), spawned on the test's
+    /// In the pump (`run_on_readable(&set)` + `build` with deadlines), spawned on the test's
     /// backend, with or without tokio's reactor watching the set.
     InThePump { tokio_readiness: bool },
 }
@@ -209,7 +209,7 @@ fn harness(rt: Rt, placement: Placement, n: usize) -> Harness {
             let builder = builder.tokio_readiness(tokio_readiness);
             let _ = tokio_readiness;
             let pump = builder
-                .build_with_deadline(move || run(&mut state.lock().unwrap()))
+                .build(move || run(&mut state.lock().unwrap()))
                 .expect("valid pump settings");
             drop(set);
             pump.spawn_on(rt.backend()).expect("backend available");

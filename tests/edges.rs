@@ -125,7 +125,7 @@ fn past_deadlines() -> [Instant; 2] {
 /// Where a loop that reports deadlines lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Placement {
-    /// In the pump (`build_with_deadline`), spawned on the test's backend.
+    /// In the pump (`build`, `run_once` returning deadlines), spawned on the test's backend.
     InThePump,
     /// On the loop's own thread (`build_with_state`).
     LoopThread,
@@ -166,9 +166,7 @@ impl DeadlineLoop {
         };
         let pump = match placement {
             Placement::InThePump => {
-                let pump = Pump::builder()
-                    .build_with_deadline(run_once)
-                    .expect("valid settings");
+                let pump = Pump::builder().build(run_once).expect("valid settings");
                 pump.spawn_on(rt.backend()).expect("backend available");
                 pump
             }
@@ -513,7 +511,7 @@ on_every_backend! {
                 let mut library = library(Descriptors::new().expect("an epoll set"));
                 let pump = Pump::builder()
                     .run_on_readable(&library.set)
-                    .build_with_deadline(move || library.run())
+                    .build(move || library.run())
                     .expect("valid settings");
                 pump.spawn_on(rt.backend()).expect("backend available");
                 pump

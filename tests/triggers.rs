@@ -53,9 +53,7 @@ fn hinted_pump_seen(rt: Rt, fx: &Arc<FakeLoop>, threads: &Arc<Mutex<LoopThreads>
         return pump;
     }
     threads.lock().unwrap().made_on = Some(thread::current().id());
-    let pump = Builder::new()
-        .build_with_deadline(run_once)
-        .expect("valid settings");
+    let pump = Builder::new().build(run_once).expect("valid settings");
     pump.spawn_on(rt.backend()).expect("backend available");
     pump
 }
@@ -382,4 +380,54 @@ on_every_backend! {
             assert!(runs <= 3, "{runs} runs for 1 000 checks over their budget");
         });
     }
+}
+
+on_every_backend! {
+    fn run_once_says_what_wakes_it_run_by_run(rt: Rt) {
+        rt.block_on(async {
+            let runs = Arc::new(std::sync::atomic::AtomicU32::new(0));
+            let counted = runs.clone();
+            // Ticks while it has work in flight (its first four runs), then only on demand.
+            let pump = Pump::builder()
+                .interval(Duration::from_millis(1))
+                .build(move || {
+                    let n = counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+                    if n < 5 { ffi_pump::Next::Tick } else { ffi_pump::Next::Idle }
+                })
+                .expect("valid settings");
+            pump.spawn_on(rt.backend()).expect("backend available");
+            let outcome = pump.wait_until(|| false).timeout(Duration::from_millis(300)).await;
+            assert_eq!(outcome, Err(ffi_pump::Error::TimedOut));
+            assert_eq!(
+                runs.load(std::sync::atomic::Ordering::SeqCst),
+                5,
+                "four ticked runs after the first, then none until asked"
+            );
+            pump.kick();
+            let probe = runs.clone();
+            eventually("a kick still runs it", || {
+                probe.load(std::sync::atomic::Ordering::SeqCst) == 6
+            })
+            .await;
+        });
+    }
+}
+
+/// A loop on its own thread whose `run_once` returns `()` ticks at the interval while a wait is
+/// pending (it returned `Some(Instant::now() + period)` for that before).
+#[test]
+fn a_loop_on_its_thread_returning_nothing_ticks() {
+    futures_lite::future::block_on(async {
+        let (pump, handle) = Pump::builder()
+            .interval(Duration::from_millis(1))
+            .build_with_state(|| 0_u32, |runs| *runs += 1)
+            .expect("a ticked loop takes an interval");
+        let outcome = pump
+            .wait_until(|| false)
+            .timeout(Duration::from_millis(200))
+            .await;
+        assert_eq!(outcome, Err(ffi_pump::Error::TimedOut));
+        let runs = handle.call(|runs| *runs).await.expect("the call runs");
+        assert!(runs >= 10, "{runs} runs in 200 ms at a 1 ms interval");
+    });
 }

@@ -63,7 +63,7 @@ pub enum Approach {
     ///    descriptor, so a readiness wakes the worker parked on it instead of async-io's thread.
     PumpReadinessTokioReactor,
     /// 5. ffi-pump, completion-driven, sleeping until the fixture's next deadline
-    ///    (`build_with_deadline`), kicked once the ids are armed, on the same tokio runtime.
+    ///    (`build` with a `run_once` that returns its deadline), kicked once the ids are armed, on the same tokio runtime.
     PumpHinted,
     /// 6. The simple registry a careful user could write: a background task runs the loop every
     ///    1 ms (tokio's interval) and then, under the same mutex, `extract_if`s the pending waits
@@ -637,7 +637,7 @@ fn pump_completions(workload: &Workload, turns: Turns, backend: Backend) -> Seen
                     run_once();
                 })
             }
-            Turns::Deadlines => builder.build_with_deadline(run_once),
+            Turns::Deadlines => builder.build(run_once),
         }
         .expect("valid settings");
         pump.spawn_on(backend)
@@ -843,7 +843,7 @@ fn idle_pump(approach: Approach, fx: &Arc<FakeLoop>) -> Pump {
                 },
             )
         }
-        Approach::PumpHinted => Pump::builder().build_with_deadline(run_once),
+        Approach::PumpHinted => Pump::builder().build(run_once),
         _ => return pump_for(fx, approach.strategy()),
     }
     .expect("valid settings")

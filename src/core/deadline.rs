@@ -1,25 +1,23 @@
-//! [`NextDeadline`]: when the loop said it next needs to run.
-
-use std::time::Instant;
+//! [`NextRun`]: when the loop said it next needs to run.
 
 use crate::sync::{lock, Mutex};
+use crate::Next;
 
-/// When `run_once` last said it next needs to run, for pumps that report deadlines
-/// ([`Builder::build_with_deadline`](crate::Builder::build_with_deadline)). Written by the run,
-/// read by the driver before it sleeps.
+/// What the last run said about the next ([`Next`]). Written by the run, read by the driver
+/// before it sleeps.
 #[derive(Debug)]
-pub(crate) struct NextDeadline(Mutex<Option<Instant>>);
+pub(crate) struct NextRun(Mutex<Next>);
 
-impl NextDeadline {
-    pub(crate) fn new(at: Option<Instant>) -> NextDeadline {
-        NextDeadline(Mutex::new(at))
+impl NextRun {
+    pub(crate) fn new(first: Next) -> NextRun {
+        NextRun(Mutex::new(first))
     }
 
-    pub(crate) fn set(&self, at: Option<Instant>) {
-        *lock(&self.0) = at;
+    pub(crate) fn set(&self, next: Next) {
+        *lock(&self.0) = next;
     }
 
-    pub(crate) fn get(&self) -> Option<Instant> {
+    pub(crate) fn get(&self) -> Next {
         *lock(&self.0)
     }
 }

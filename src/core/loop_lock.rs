@@ -5,7 +5,6 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 use std::task::Waker;
-use std::time::Instant;
 
 use async_lock::{Mutex, MutexGuardArc};
 
@@ -15,10 +14,10 @@ use crate::registry::{LeftToDo, Removed};
 use crate::sync::fence;
 use crate::trace::RoundClock;
 use crate::unwind::DropCaught;
-use crate::Error;
+use crate::{Error, Next};
 
-/// The loop, when it lives in the pump: returns when it next needs to run, if it says.
-type RunOnce = Box<dyn FnMut() -> Option<Instant> + Send>;
+/// The loop, when it lives in the pump: returns when it next needs to run.
+type RunOnce = Box<dyn FnMut() -> Next + Send>;
 
 /// Where the loop lives.
 pub(crate) enum Runner {
@@ -52,7 +51,7 @@ pub(crate) type RawGuard = MutexGuardArc<Runner>;
 
 impl Runner {
     /// The loop lives here.
-    pub(crate) fn here(run_once: impl FnMut() -> Option<Instant> + Send + 'static) -> Runner {
+    pub(crate) fn here(run_once: impl FnMut() -> Next + Send + 'static) -> Runner {
         Runner::Here(DropCaught::new(Box::new(run_once)))
     }
 }
@@ -174,7 +173,7 @@ impl<'a> LoopGuard<'a> {
     /// broadcast wait: they can check at once. A panic in `run_once` is caught and closes the
     /// pump with [`Error::Panicked`]. Returns the round's figures, for whoever knows why it ran
     /// to report.
-    pub(crate) fn run(mut self, local: Option<&mut dyn FnMut() -> Option<Instant>>) -> Ran {
+    pub(crate) fn run(mut self, local: Option<&mut dyn FnMut() -> Next>) -> Ran {
         let core = self.core;
         let mut woken = Vec::new();
         let mut removed = Vec::new();
@@ -190,14 +189,12 @@ impl<'a> LoopGuard<'a> {
                 (Some(run_once), _) => run_once(),
                 (None, Runner::Here(run_once)) => run_once.get_mut()(),
                 // `turn` asks the pump thread instead; a closed pump has no loop left.
-                (None, Runner::OnPumpThread | Runner::Gone) => None,
+                (None, Runner::OnPumpThread | Runner::Gone) => Next::Idle,
             }));
             clock.ran();
             let round = core.rounds.finish();
             if let Ok(next) = outcome {
-                if core.config.reports_deadline {
-                    core.next_deadline.set(next);
-                }
+                core.next.set(next);
                 // A new round of checks. A request to go on with the last one may still be set:
                 // it then finds the round done, at the cost of a look per column.
                 let budget = core.config.check_budget;

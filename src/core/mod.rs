@@ -41,7 +41,7 @@ mod loop_lock;
 mod rounds;
 
 pub(crate) use close::{Close, CloseHook};
-pub(crate) use deadline::NextDeadline;
+pub(crate) use deadline::NextRun;
 pub(crate) use demand::Demand;
 pub(crate) use drivers::{Active, Drivers};
 pub(crate) use loop_lock::{evaluate_arrivals, Lock, LoopGuard, LoopLock, Ran, Runner};
@@ -64,10 +64,9 @@ pub(crate) struct Config {
     pub(crate) check_budget: Duration,
     pub(crate) idle_stop: bool,
     pub(crate) strategy: Strategy,
-    /// `run_once` reports when it next needs to run
-    /// ([`Builder::build_with_deadline`](crate::Builder::build_with_deadline)): the driver
-    /// sleeps until then instead of ticking.
-    pub(crate) reports_deadline: bool,
+    /// The first run waits for the first tick; else it comes as soon as a wait is pending, to
+    /// hear what `run_once` says ([`IntoNext::FIRST_AT_A_TICK`](crate::IntoNext)).
+    pub(crate) first_at_a_tick: bool,
 }
 
 /// One pump's shared state: a field per concept, each with its invariant in its own module.
@@ -83,8 +82,8 @@ pub(crate) struct Core {
     pub(crate) close: Close,
     pub(crate) registry: Registry,
     pub(crate) drivers: Drivers,
-    /// When `run_once` said it next needs to run (pumps that report deadlines).
-    pub(crate) next_deadline: NextDeadline,
+    /// What the last run said about the next ([`Next`](crate::Next)).
+    pub(crate) next: NextRun,
     /// A descriptor whose readiness turns the pump ([`Builder::run_on_readable`]).
     ///
     /// [`Builder::run_on_readable`]: crate::Builder::run_on_readable
@@ -110,8 +109,12 @@ impl Core {
             close: Close::default(),
             registry: Registry::default(),
             drivers: Drivers::default(),
-            // A pump that reports deadlines has not heard one yet: its first run is due at once.
-            next_deadline: NextDeadline::new(config.reports_deadline.then(Instant::now)),
+            // A pump that may not tick has not heard from its loop yet: its first run is due at
+            // once.
+            next: NextRun::new(match config.first_at_a_tick {
+                true => crate::Next::Tick,
+                false => crate::Next::At(Instant::now()),
+            }),
             #[cfg(unix)]
             trigger,
             counters: Counters::default(),
@@ -242,12 +245,12 @@ pub(crate) mod loom_support {
             check_budget: Duration::from_micros(500),
             idle_stop: true,
             strategy: Strategy::PumpEvaluated,
-            reports_deadline: false,
+            first_at_a_tick: true,
         };
         Core::new(
             config,
             None,
-            Runner::here(|| None),
+            Runner::here(|| crate::Next::Tick),
             #[cfg(unix)]
             None,
         )

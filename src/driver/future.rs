@@ -46,7 +46,7 @@ impl Driver {
         Driver {
             inner: Box::pin(async move {
                 if let Some(_active) = activate(&core).await {
-                    drive(&core, None::<fn() -> Option<std::time::Instant>>).await;
+                    drive(&core, None::<fn() -> crate::Next>).await;
                 }
             }),
             _count: count,

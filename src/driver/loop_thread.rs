@@ -4,13 +4,12 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::thread;
-use std::time::Instant;
 
 use super::{drive, DriverCount};
 use crate::calls::Calls;
 use crate::core::Core;
 use crate::reentry::Inside;
-use crate::Error;
+use crate::{Error, IntoNext};
 
 /// The thread's name: the loop lives on it.
 const THREAD_NAME: &str = "ffi-pump-loop";
@@ -28,7 +27,7 @@ pub(crate) const LOOP_THREAD: &str = "loop-thread";
 /// thread says the loop is gone ([`Pump::closed`](crate::Pump::closed)). A panic in the
 /// factory, or in the drop of the state or of `run_once`, fails the pump with
 /// [`Error::Panicked`]; none leaves the thread.
-pub(crate) fn spawn_loop_thread<S, F, R>(
+pub(crate) fn spawn_loop_thread<S, F, R, N>(
     core: Arc<Core>,
     calls: Option<Arc<Calls<S>>>,
     factory: F,
@@ -37,7 +36,8 @@ pub(crate) fn spawn_loop_thread<S, F, R>(
 where
     S: 'static,
     F: FnOnce() -> S + Send + 'static,
-    R: FnMut(&mut S) -> Option<Instant> + Send + 'static,
+    R: FnMut(&mut S) -> N + Send + 'static,
+    N: IntoNext,
 {
     // Counted and made the active driver before the thread starts, so waits that begin at once
     // find the pump driven and no `Driver` future can become active on a loop only this thread may run.
@@ -76,7 +76,7 @@ where
                 if let Some(calls) = calls {
                     calls.run_all(state);
                 }
-                run_once(state)
+                run_once(state).into_next()
             };
             crate::reactor::block_on(drive(&core, Some(&mut run)));
         })

@@ -12,12 +12,12 @@ pub(crate) use loop_thread::{spawn_loop_thread, LOOP_THREAD};
 pub(crate) use wakeups::Wakeups;
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use futures_lite::FutureExt;
 
 use crate::core::{Active, Core, LoopGuard};
-use wakeups::Next;
+use crate::Next;
+use wakeups::Step;
 
 /// Counts one driver of the pump while it lives (a [`Driver`] future, or the loop's own thread). When the last
 /// one goes before the pump closed (its task was cancelled, its runtime shut down), nothing
@@ -68,7 +68,7 @@ pub(crate) async fn activate(core: &Core) -> Option<Active> {
 
 /// The active driver's loop: a run for every cause its [`Wakeups`] give, until the pump closes.
 /// `local` is the loop when it lives on this thread; it returns when it next needs to run.
-pub(crate) async fn drive<L: FnMut() -> Option<Instant>>(core: &Core, mut local: Option<L>) {
+pub(crate) async fn drive<L: FnMut() -> Next>(core: &Core, mut local: Option<L>) {
     let mut wakeups = match Wakeups::new(core) {
         Ok(wakeups) => wakeups,
         Err(why) => {
@@ -78,18 +78,18 @@ pub(crate) async fn drive<L: FnMut() -> Option<Instant>>(core: &Core, mut local:
     };
     loop {
         match wakeups.next().await {
-            Next::Run(cause) => {
+            Step::Run(cause) => {
                 if let Some(guard) = lock_for(core, cause).await {
                     let local = local
                         .as_mut()
-                        .map(|run_once| run_once as &mut dyn FnMut() -> Option<Instant>);
+                        .map(|run_once| run_once as &mut dyn FnMut() -> Next);
                     cause.report(core, guard.run(local));
                 }
             }
             // Whoever holds the lock now may be a run, which starts a new round of checks;
             // going on with the old one after it is then at worst a pass over nothing.
-            Next::Check => LoopGuard::new(core, core.loop_lock.lock().await).go_on_checking(),
-            Next::Stop => return,
+            Step::Check => LoopGuard::new(core, core.loop_lock.lock().await).go_on_checking(),
+            Step::Stop => return,
         }
         // A run slower than the interval leaves the timer overdue (and a kick may be waiting
         // already): without handing the thread back here, the driver would run the loop again

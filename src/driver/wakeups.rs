@@ -11,11 +11,11 @@ use futures_lite::{FutureExt, StreamExt};
 use super::Cause;
 use crate::core::Core;
 use crate::reactor::Timer;
-use crate::Error;
+use crate::{Error, Next};
 
 /// What the driver does next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Next {
+pub(crate) enum Step {
     /// Run the loop, for this.
     Run(Cause),
     /// Go on with the checks a pass left for lack of time; no run.
@@ -52,6 +52,9 @@ pub(crate) struct Wakeups<'a> {
     after_readiness: bool,
     /// The pump was idle since the timer last ran: its missed ticks are not owed.
     rested: bool,
+    /// The timer ticks at the interval (the loop said [`Next::Tick`](crate::Next::Tick)): it is
+    /// left running from one sleep to the next, not re-armed.
+    ticking: bool,
 }
 
 impl<'a> Wakeups<'a> {
@@ -59,11 +62,8 @@ impl<'a> Wakeups<'a> {
     ///
     /// [`Error::Trigger`] if the readiness trigger cannot be watched here.
     pub(crate) fn new(core: &'a Core) -> Result<Wakeups<'a>, Error> {
-        let timer = if core.config.reports_deadline {
-            Timer::never()
-        } else {
-            Timer::interval(core.config.interval)
-        };
+        // Armed for real before the first sleep, from what the loop said last.
+        let timer = Timer::never();
         Ok(Wakeups {
             core,
             timer,
@@ -77,28 +77,29 @@ impl<'a> Wakeups<'a> {
             #[cfg(unix)]
             after_readiness: false,
             rested: false,
+            ticking: false,
         })
     }
 
     /// The next cause of a run; sleeps while there is none (and while the pump is idle).
-    pub(crate) async fn next(&mut self) -> Next {
+    pub(crate) async fn next(&mut self) -> Step {
         let core = self.core;
         #[cfg(unix)]
         if std::mem::take(&mut self.after_readiness) {
             if let Some(Err(kind)) = core.trigger.as_ref().map(|t| t.is_open()) {
                 core.fail(Error::Trigger(kind));
-                return Next::Stop;
+                return Step::Stop;
             }
         }
         loop {
             if core.is_closed() {
-                return Next::Stop;
+                return Step::Stop;
             }
             if core.demand.take_kick() {
-                return Next::Run(Cause::Kick);
+                return Step::Run(Cause::Kick);
             }
             if core.demand.take_checks() {
-                return Next::Check;
+                return Step::Check;
             }
             let demand = core.demand.listen();
             if core.is_closed() || core.demand.has_work() {
@@ -111,16 +112,23 @@ impl<'a> Wakeups<'a> {
                 self.rested = true;
                 core.registry.sweep();
             } else {
-                // The first wait after idle gets its run one interval from now, not a burst of
-                // ticks the timer missed while asleep.
-                if std::mem::take(&mut self.rested) && !core.config.reports_deadline {
-                    self.timer.set_interval(core.config.interval);
-                }
-                if core.config.reports_deadline {
+                let rested = std::mem::take(&mut self.rested);
+                match core.next.get() {
+                    // The first wait after idle gets its run one interval from now, not a burst
+                    // of ticks the timer missed while asleep.
+                    Next::Tick if rested || !self.ticking => {
+                        self.timer.set_interval(core.config.interval);
+                        self.ticking = true;
+                    }
+                    Next::Tick => {}
                     // Sleep exactly until the library says it has work; nothing due, no run.
-                    match core.next_deadline.get() {
-                        Some(at) => self.timer.set_at(at),
-                        None => self.timer = Timer::never(),
+                    Next::At(at) => {
+                        self.timer.set_at(at);
+                        self.ticking = false;
+                    }
+                    Next::Idle => {
+                        self.timer = Timer::never();
+                        self.ticking = false;
                     }
                 }
             }
@@ -142,16 +150,16 @@ impl<'a> Wakeups<'a> {
             .await;
             match woke {
                 // The last wait may have ended while the timer ran: an idle pump does not run.
-                Woke::Timer(due) if !core.demand.is_idle() => return Next::Run(self.cause(due)),
+                Woke::Timer(due) if !core.demand.is_idle() => return Step::Run(self.cause(due)),
                 #[cfg(unix)]
                 Woke::Ready => {
                     self.after_readiness = true;
-                    return Next::Run(Cause::Readiness);
+                    return Step::Run(Cause::Readiness);
                 }
                 #[cfg(unix)]
                 Woke::TriggerFailed(kind) => {
                     core.fail(Error::Trigger(kind));
-                    return Next::Stop;
+                    return Step::Stop;
                 }
                 Woke::Timer(_) | Woke::Demand => {}
             }
@@ -161,7 +169,7 @@ impl<'a> Wakeups<'a> {
     /// A tick's cause; counts it if it came more than an interval late.
     fn cause(&self, due: Instant) -> Cause {
         let core = self.core;
-        if core.config.reports_deadline {
+        if !self.ticking {
             return Cause::Deadline;
         }
         let late = due.elapsed();

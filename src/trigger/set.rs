@@ -155,7 +155,7 @@ impl Descriptors {
     /// An empty set.
     ///
     /// [`Builder::build_with_descriptors`](crate::Builder::build_with_descriptors) makes one for
-    /// a loop on the pump thread. For a loop that lives in the pump (`build_with_deadline`,
+    /// a loop on the pump thread. For a loop that lives in the pump (`build` with a `run_once` that returns deadlines,
     /// spawned on any backend), make it here, hand it to
     /// [`run_on_readable`](crate::Builder::run_on_readable) — the set is readable while any
     /// descriptor in it is ready — and move it into `run_once`.
@@ -177,7 +177,7 @@ impl Descriptors {
     /// descriptors.watch(&socket, Interest::READABLE)?;
     /// let pump = Pump::builder()
     ///     .run_on_readable(&descriptors)
-    ///     .build_with_deadline(move || {
+    ///     .build(move || {
     ///         for ready in descriptors.ready() {
     ///             // hand `ready.fd()` to the library: readable, writable, error
     ///             let _ = (ready.fd(), ready.is_readable());
