@@ -36,10 +36,6 @@ mod stand_in {
             Timer
         }
 
-        pub(crate) fn interval(_: Duration) -> Timer {
-            Timer
-        }
-
         pub(crate) fn set_at(&mut self, _: Instant) {}
 
         pub(crate) fn set_interval(&mut self, _: Duration) {}
