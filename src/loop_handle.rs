@@ -440,7 +440,7 @@ impl<S: 'static> LoopHandle<S> {
     {
         let id = RequestId(self.calls.next_request());
         let channel = crate::subscription::Channel::new(capacity.max(1));
-        let emitter = Emitter::new(channel.clone(), id);
+        let emitter = Emitter::new(channel.clone(), id, Arc::downgrade(&self.core));
         let started = Arc::new(AtomicBool::new(false));
         let ran = started.clone();
         let held = self.hold_cleanup(Box::new(move |state| {

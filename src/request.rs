@@ -108,11 +108,15 @@ impl<V> Completer<V> {
 impl<V> Drop for Completer<V> {
     fn drop(&mut self) {
         if !self.answered {
-            let why = self
-                .core
-                .upgrade()
-                .and_then(|core| core.status().err())
-                .unwrap_or(Error::Unanswered);
+            // Dropped as `run_once` unwinds: the pump is about to fail with `Panicked`.
+            let why = match std::thread::panicking() {
+                true => Error::Panicked,
+                false => self
+                    .core
+                    .upgrade()
+                    .and_then(|core| core.status().err())
+                    .unwrap_or(Error::Unanswered),
+            };
             drop(self.table.complete((), Err(why)));
         }
     }

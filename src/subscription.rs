@@ -66,11 +66,12 @@ impl<V: Send> CloseHook for Channel<V> {
 pub struct Emitter<V> {
     channel: Arc<Channel<V>>,
     id: RequestId,
+    core: Weak<Core>,
 }
 
 impl<V> Emitter<V> {
-    pub(crate) fn new(channel: Arc<Channel<V>>, id: RequestId) -> Self {
-        Emitter { channel, id }
+    pub(crate) fn new(channel: Arc<Channel<V>>, id: RequestId, core: Weak<Core>) -> Self {
+        Emitter { channel, id, core }
     }
 
     /// This subscription's id, as its stop will be handed it.
@@ -133,9 +134,12 @@ impl<V> Emitter<V> {
 
 impl<V> Drop for Emitter<V> {
     fn drop(&mut self) {
+        // Dropped by the library while the pump works: a clean end. Dropped with the state as
+        // the pump closes: the stream ends with the close reason instead.
+        let by_the_library = self.core.upgrade().is_some_and(|core| !core.is_closed());
         let waker = {
             let mut state = lock(&self.channel.state);
-            state.emitter_gone = true;
+            state.emitter_gone |= by_the_library;
             state.waker.take()
         };
         if let Some(waker) = waker {
@@ -171,7 +175,8 @@ pub struct Subscription<V> {
     id: RequestId,
     /// The stop, held on the loop's thread until this is dropped.
     stop: Option<Box<dyn HeldCleanup>>,
-    /// Counted while it is polled and not ended: the pump keeps its timers for it.
+    /// Counted from its first wait for a value until it ends or is dropped, as a wait is: the
+    /// pump keeps its timers for it meanwhile, polled or not.
     pending: Option<Pending>,
     /// The close reason was yielded, or the stream ended.
     ended: bool,
@@ -221,14 +226,15 @@ impl<V: Send + 'static> Stream for Subscription<V> {
         if let Some(value) = value {
             return Poll::Ready(Some(Ok(value)));
         }
+        // Ended by the library: a clean end, whatever happened to the pump since.
+        if emitter_gone {
+            self.end();
+            return Poll::Ready(None);
+        }
         // After registering the waker: a close from here on wakes it.
         if let Err(why) = self.core.status() {
             self.end();
             return Poll::Ready(Some(Err(why)));
-        }
-        if emitter_gone {
-            self.end();
-            return Poll::Ready(None);
         }
         if self.pending.is_none() {
             self.pending = Some(Pending::count(&self.core));
@@ -246,13 +252,16 @@ impl<V> Subscription<V> {
 
 impl<V> Drop for Subscription<V> {
     fn drop(&mut self) {
-        let emitter_gone = {
+        let (emitter_gone, values) = {
             let mut state = lock(&self.channel.state);
             state.subscriber_gone = true;
             state.waker = None;
-            std::mem::take(&mut state.values);
-            state.emitter_gone
+            (state.emitter_gone, std::mem::take(&mut state.values))
         };
+        // User code (the values' `Drop`) outside the lock, its panics kept here.
+        for value in values {
+            crate::unwind::drop_caught(value);
+        }
         if let Some(mut stop) = self.stop.take() {
             // Ended by the library: nothing to stop. Otherwise the stop goes to the loop's
             // thread (or ran there already, at a close).

@@ -88,6 +88,18 @@ on_every_backend! {
                 common::within("the forgotten request", forgotten).await,
                 Err(Error::Unanswered)
             );
+            // Dropped as a panicking run unwinds: the request hears the panic, not "unanswered".
+            let (_pump, handle) = Pump::builder()
+                .build_with_state(Vec::<Completer<u64>>::new, |running| {
+                    if !running.is_empty() {
+                        let _on_the_stack = std::mem::take(running);
+                        panic!("run_once panics holding completers (expected by this test)");
+                    }
+                    None
+                })
+                .expect("pump thread starts");
+            let request = handle.request(|running, done| running.push(done), |_, _| {});
+            assert_eq!(common::within("the request", request).await, Err(Error::Panicked));
         });
     }
 

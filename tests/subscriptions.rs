@@ -149,6 +149,15 @@ on_every_backend! {
             assert_eq!(within("the end", stream.next()).await, None);
             drop(stream);
             assert_eq!(handle.call(|source| source.stopped_on).await, Ok(None));
+
+            // Ended by the library, then the pump closed before anyone looked: a clean end.
+            let mut stream = subscribe(&handle, 8);
+            handle
+                .call(|source| drop(source.subscriber.take()))
+                .await
+                .expect("the call runs");
+            pump.close();
+            assert_eq!(within("the end", stream.next()).await, None);
         });
     }
 }

@@ -88,7 +88,14 @@ pub(crate) async fn drive<L: FnMut() -> Next>(core: &Core, mut local: Option<L>)
             }
             // Whoever holds the lock now may be a run, which starts a new round of checks;
             // going on with the old one after it is then at worst a pass over nothing.
-            Step::Check => LoopGuard::new(core, core.loop_lock.lock().await).go_on_checking(),
+            Step::Check => {
+                // Dropped while it waits for the lock (its task cancelled), the driver leaves
+                // the request for a standby driver instead of losing it.
+                let owed = ChecksOwed(core);
+                let guard = LoopGuard::new(core, core.loop_lock.lock().await);
+                std::mem::forget(owed);
+                guard.go_on_checking();
+            }
             Step::Stop => return,
         }
         // A run slower than the interval leaves the timer overdue (and a kick may be waiting
@@ -96,6 +103,15 @@ pub(crate) async fn drive<L: FnMut() -> Next>(core: &Core, mut local: Option<L>)
         // and again without ever returning `Pending`, and a one-thread executor would run
         // nothing else.
         futures_lite::future::yield_now().await;
+    }
+}
+
+/// Puts a taken request to go on checking back, unless forgotten once the checks are under way.
+struct ChecksOwed<'a>(&'a Core);
+
+impl Drop for ChecksOwed<'_> {
+    fn drop(&mut self) {
+        self.0.demand.go_on_checking();
     }
 }
 

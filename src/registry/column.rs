@@ -49,6 +49,9 @@ pub(super) struct Typed<E> {
     cursor: usize,
     /// Keys this round has yet to visit, from `cursor` on.
     left: usize,
+    /// How many keys the column had when the round began: keys stored since were evaluated as
+    /// they arrived, and the round's walk stays within these.
+    round_size: usize,
     removed: Vec<E>,
 }
 
@@ -61,6 +64,7 @@ impl<E: Evaluate> Typed<E> {
             len: 0,
             cursor: 0,
             left: 0,
+            round_size: 0,
             removed: Vec::new(),
         }
     }
@@ -123,13 +127,15 @@ impl<E: Evaluate> Typed<E> {
             self.free = Vec::new();
             self.cursor = 0;
             self.left = 0;
+            self.round_size = 0;
         }
     }
 }
 
 impl<E: Evaluate> Column for Typed<E> {
     fn begin_round(&mut self) {
-        self.left = self.entries.len();
+        self.round_size = self.entries.len();
+        self.left = self.round_size;
     }
 
     fn evaluate(&mut self, pass: &mut Pass<'_>) -> bool {
@@ -137,8 +143,13 @@ impl<E: Evaluate> Column for Typed<E> {
             self.shrink_if_empty();
             return true;
         }
-        let size = self.entries.len();
-        // Keys stored since the round began were evaluated as they arrived.
+        // Keys stored since the round began were evaluated as they arrived: the walk stays
+        // within the keys the column had then, so growth between passes cannot use up `left`.
+        let size = self.round_size.min(self.entries.len());
+        if size == 0 {
+            self.left = 0;
+            return true;
+        }
         let left = self.left.min(size);
         let start = self.cursor % size;
         // In key order from `start`, wrapping at most once; blocks are announced as they are

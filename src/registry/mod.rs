@@ -541,3 +541,80 @@ impl Registry {
         }
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::sync::{Arc, Mutex};
+    use std::task::Waker;
+    use std::time::Duration;
+
+    use super::{Entry, Evaluate, Finished, Registry};
+
+    /// An entry that counts its evaluations and never finishes.
+    struct Probe {
+        id: usize,
+        counts: Arc<Mutex<Vec<u32>>>,
+    }
+
+    impl Evaluate for Probe {
+        fn evaluate(&mut self, _: bool) -> Option<Finished> {
+            self.counts.lock().unwrap()[self.id] += 1;
+            None
+        }
+
+        fn is_cancelled(&self) -> bool {
+            false
+        }
+
+        fn abandon(&self) -> Option<Waker> {
+            None
+        }
+
+        fn stored_at(&self, _: u64) {}
+    }
+
+    fn arrive(registry: &Registry, counts: &Arc<Mutex<Vec<u32>>>, ids: std::ops::Range<usize>) {
+        counts.lock().unwrap().resize(ids.end, 0);
+        for id in ids {
+            let entry: Entry = Box::new(Probe {
+                id,
+                counts: counts.clone(),
+            });
+            assert!(registry.insert(entry).is_ok());
+        }
+        registry.evaluate_arrivals(&mut Vec::new(), &mut Vec::new());
+    }
+
+    /// One round after a run, cut by its budget, with entries arriving between its passes:
+    /// every entry there when the round began is evaluated exactly once in it.
+    fn round_with_arrivals(registry: &Registry, counts: &Arc<Mutex<Vec<u32>>>, arrivals: usize) {
+        let before = counts.lock().unwrap().len();
+        counts
+            .lock()
+            .unwrap()
+            .iter_mut()
+            .for_each(|count| *count = 0);
+        // A zero budget: the pass stops at its first look at the clock.
+        assert!(!registry.evaluate(Duration::ZERO, &mut Vec::new(), &mut Vec::new()));
+        arrive(registry, counts, before..before + arrivals);
+        while !registry.evaluate_rest(Duration::from_secs(1), &mut Vec::new(), &mut Vec::new()) {}
+        let counts = counts.lock().unwrap();
+        let wrong: Vec<_> = (0..before).filter(|&id| counts[id] != 1).collect();
+        assert!(
+            wrong.is_empty(),
+            "{} of {before} entries not evaluated exactly once in the round (first: {:?})",
+            wrong.len(),
+            wrong.first()
+        );
+    }
+
+    #[test]
+    fn a_round_cut_short_sees_each_entry_once_however_the_column_grows() {
+        let registry = Registry::default();
+        let counts = Arc::new(Mutex::new(Vec::new()));
+        arrive(&registry, &counts, 0..600);
+        round_with_arrivals(&registry, &counts, 400);
+        round_with_arrivals(&registry, &counts, 100);
+        round_with_arrivals(&registry, &counts, 0);
+    }
+}
