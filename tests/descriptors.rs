@@ -146,30 +146,9 @@ fn library(
 }
 
 /// Raises this process's soft limit on open descriptors for the 1 000-socket tests (two
-/// descriptors a socket pair, beside the other tests' running at once): 16 384 or the hard limit,
-/// whichever is lower.
+/// descriptors a socket pair, beside the other tests' running at once).
 fn allow_many_descriptors() {
-    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
-    static RAISED: std::sync::Once = std::sync::Once::new();
-    RAISED.call_once(|| {
-        let limit = getrlimit(Resource::Nofile);
-        let hard = limit.maximum.unwrap_or(u64::MAX);
-        assert!(
-            hard >= 4_096,
-            "this machine allows {hard} open descriptors per process (`ulimit -Hn`); these tests \
-             hold 1 000 socket pairs and need 4 096"
-        );
-        let wanted = hard.min(16_384);
-        if limit.current.is_some_and(|soft| soft < wanted) {
-            let _ = setrlimit(
-                Resource::Nofile,
-                Rlimit {
-                    current: Some(wanted),
-                    maximum: limit.maximum,
-                },
-            );
-        }
-    });
+    common::raise_open_files(4_096, "1 000 socket pairs");
 }
 
 /// A library watching `n` sockets for reading, placed as asked, driven as `rt` drives pumps.

@@ -327,30 +327,10 @@ static MANY_DESCRIPTORS: Mutex<()> = Mutex::new(());
 /// Takes the right to hold `MANY` descriptors, having raised this process's soft limit on open
 /// descriptors to 16 384 or the hard limit, whichever is lower (as tests/descriptors.rs does).
 fn allow_many_descriptors() -> MutexGuard<'static, ()> {
-    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
-    static RAISED: std::sync::Once = std::sync::Once::new();
     let guard = MANY_DESCRIPTORS
         .lock()
         .unwrap_or_else(PoisonError::into_inner);
-    RAISED.call_once(|| {
-        let limit = getrlimit(Resource::Nofile);
-        let hard = limit.maximum.unwrap_or(u64::MAX);
-        assert!(
-            hard >= 8_192,
-            "this machine allows {hard} open descriptors per process (`ulimit -Hn`); these tests \
-             hold {MANY} sockets and need 8 192"
-        );
-        let wanted = hard.min(16_384);
-        if limit.current.is_some_and(|soft| soft < wanted) {
-            let _ = setrlimit(
-                Resource::Nofile,
-                Rlimit {
-                    current: Some(wanted),
-                    maximum: limit.maximum,
-                },
-            );
-        }
-    });
+    common::raise_open_files(8_192, &format!("{MANY} sockets"));
     guard
 }
 

@@ -303,3 +303,31 @@ pub async fn wait_while_the_library_closes_its_descriptor(
     drop(signal);
     waiting.await
 }
+
+/// Raises this process's soft limit on open descriptors to 16 384 or the hard limit, whichever
+/// is lower, once; fails the test, saying why, if the hard limit is below `need` (`what` says
+/// what the tests hold).
+#[cfg(unix)]
+pub fn raise_open_files(need: u64, what: &str) {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    static RAISED: std::sync::Once = std::sync::Once::new();
+    let hard = getrlimit(Resource::Nofile).maximum.unwrap_or(u64::MAX);
+    assert!(
+        hard >= need,
+        "this machine allows {hard} open descriptors per process (`ulimit -Hn`); these tests \
+         hold {what} and need {need}"
+    );
+    RAISED.call_once(|| {
+        let limit = getrlimit(Resource::Nofile);
+        let wanted = hard.min(16_384);
+        if limit.current.is_some_and(|soft| soft < wanted) {
+            let _ = setrlimit(
+                Resource::Nofile,
+                Rlimit {
+                    current: Some(wanted),
+                    maximum: limit.maximum,
+                },
+            );
+        }
+    });
+}
