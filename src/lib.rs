@@ -108,6 +108,25 @@
 //! loop on its own thread** ("ffi-pump-loop", span `loop-thread`), which also keeps a `!Send` C
 //! handle on the one thread that owns it.
 //!
+//! # Where the loop lives × what wakes it
+//!
+//! Two choices, each made once. Where the loop lives is the constructor; what wakes it is what
+//! `run_once` returns ([`Next`]). Every cell also runs on [`Pump::kick`], [`Pump::turn`],
+//! [`LoopHandle`] calls and readiness of the library's descriptors, and makes no run for ticks
+//! or deadlines while no wait is pending.
+//!
+//! | | `()`: ticks | `Option<Instant>`: its own deadline | [`Next`]: either, run by run |
+//! |---|---|---|---|
+//! | **in the pump**: [`Builder::build`], spawned on any executor | a run per interval while anyone waits | a run at each deadline, none while nothing is due; refuses an interval | as it says |
+//! | **on its own thread**, with state: [`Builder::build_with_state`] (`build_on_thread`: no state to reach) | the same, on that thread | the same, on that thread; calls kick it | as it says |
+//! | **with a descriptor set** (Linux): `Builder::build_with_descriptors` (on its own thread), or `Descriptors::new()` given to [`Builder::run_on_readable`] in the pump | plus a run whenever a watched descriptor is ready | the same | the same |
+//!
+//! What each costs: a loop in the pump runs on whichever executor thread drives the pump (no
+//! thread of its own, but `run_once` must not block); a loop on its own thread costs that thread
+//! and a hand-off per call, and keeps `!Send` state. Ticks cost a run per interval while anyone
+//! waits, whether or not anything changed; deadlines and readiness cost a run only when the
+//! library has work. The repository's `BENCHMARKS.md` measures each.
+//!
 //! # Thread-affine libraries
 //!
 //! [`Builder::build_with_state`] makes a loop's state (a curl multi handle, a Tcl interpreter, a
