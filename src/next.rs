@@ -52,6 +52,18 @@ pub enum Next {
 /// The type also says, at build time, what the pump starts with, and whether an
 /// [`interval`](crate::Builder::interval) means anything to it: `()` ticks from the start; an
 /// `Option<Instant>` never ticks, so a pump of it refuses an interval; a `Next` may do either.
+///
+/// # Examples
+///
+/// ```
+/// use ffi_pump::{IntoNext, Next};
+/// use std::time::Instant;
+///
+/// assert_eq!(().into_next(), Next::Tick);
+/// assert_eq!(None::<Instant>.into_next(), Next::Idle);
+/// let at = Instant::now();
+/// assert_eq!(Some(at).into_next(), Next::At(at));
+/// ```
 pub trait IntoNext: sealed::Sealed + Send + 'static {
     /// Whether the pump may tick (and so takes an interval).
     const TICKS: bool;

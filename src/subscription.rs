@@ -168,6 +168,26 @@ impl<V> fmt::Debug for Emitter<V> {
 ///
 /// Dropping it unsubscribes: its stop runs on the loop's thread (if its start ran and the
 /// library had not ended it), and values emitted after are refused.
+///
+/// # Examples
+///
+/// ```
+/// use ffi_pump::{Emitter, Pump};
+/// use futures_lite::StreamExt;
+///
+/// # futures_lite::future::block_on(async {
+/// // A library that emits three values, then ends the subscription itself.
+/// let (_pump, library) = Pump::builder().build_with_state(|| (), |_| None)?;
+/// let values = library.subscribe(4, |_, emitter: Emitter<u8>| {
+///     for value in 1..=3 {
+///         let _ = emitter.emit(value);
+///     }
+/// }, |_, _| {});
+/// let seen: Vec<_> = values.map(|value| value.expect("no close")).collect().await;
+/// assert_eq!(seen, [1, 2, 3]);
+/// # Ok::<(), ffi_pump::Error>(())
+/// # }).unwrap();
+/// ```
 #[must_use = "streams do nothing unless polled"]
 pub struct Subscription<V> {
     channel: Arc<Channel<V>>,
