@@ -279,9 +279,7 @@ impl<V> Drop for Subscription<V> {
             (state.emitter_gone, std::mem::take(&mut state.values))
         };
         // User code (the values' `Drop`) outside the lock, its panics kept here.
-        for value in values {
-            crate::unwind::drop_caught(value);
-        }
+        crate::unwind::drop_each_caught(values);
         if let Some(mut stop) = self.stop.take() {
             // Ended by the library: nothing to stop. Otherwise the stop goes to the loop's
             // thread (or ran there already, at a close).

@@ -13,6 +13,14 @@ pub(crate) fn drop_caught<T>(value: T) -> bool {
     catch_unwind(AssertUnwindSafe(move || drop(value))).is_err()
 }
 
+/// Drops each of `values` with [`drop_caught`]: a panic in one spares the others (a plain drop
+/// of the collection would abort on a second panic).
+pub(crate) fn drop_each_caught<T>(values: impl IntoIterator<Item = T>) {
+    for value in values {
+        drop_caught(value);
+    }
+}
+
 /// Holds a value whose drop runs user code, and drops it with [`drop_caught`].
 pub(crate) struct DropCaught<T>(Option<T>);
 

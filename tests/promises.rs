@@ -208,6 +208,30 @@ on_every_backend! {
             within("a turn after", pump.turn()).await.expect("the pump goes on");
             assert!(!pump.stats().panicked);
 
+            // Two checks that complete in the same pass leave the registry together: each one's
+            // panicking drop is caught on its own (a second panic while the first unwinds
+            // would abort the process).
+            let ready = Arc::new(AtomicBool::new(false));
+            let bombs: Vec<_> = (0..2).map(|_| Arc::new(AtomicBool::new(false))).collect();
+            let waits: Vec<_> = bombs
+                .iter()
+                .map(|dropped| {
+                    let (bomb, ready) = (Bomb(dropped.clone()), ready.clone());
+                    rt.spawn(pump.wait_until(move || {
+                        let _ = &bomb;
+                        ready.load(SeqCst)
+                    }))
+                })
+                .collect();
+            common::pending(&pump, 2).await;
+            ready.store(true, SeqCst);
+            within("a turn", pump.turn()).await.expect("the pump runs");
+            for wait in waits {
+                assert_eq!(within("a wait whose check holds a bomb", wait).await, Ok(()));
+            }
+            eventually("both checks were dropped", || bombs.iter().all(|b| b.load(SeqCst))).await;
+            assert!(!pump.stats().panicked);
+
             let (pump, handle) = Pump::builder()
                 .build_with_state(|| (), |_| None)
                 .expect("pump thread starts");

@@ -301,9 +301,7 @@ fn wake(woken: Vec<Waker>, removed: Vec<Removed>) {
     for waker in woken {
         waker.wake();
     }
-    for entry in removed {
-        crate::unwind::drop_caught(entry);
-    }
+    crate::registry::drop_removed(removed);
 }
 
 #[cfg(all(test, loom))]

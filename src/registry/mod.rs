@@ -21,7 +21,7 @@
 
 mod column;
 
-use std::any::{Any, TypeId};
+use std::any::TypeId;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
 use std::task::Waker;
 use std::time::{Duration, Instant};
@@ -88,8 +88,29 @@ impl<E: Evaluate> Arrival for E {
 /// A wait's entry before it is registered.
 pub(crate) type Entry = Box<dyn Arrival>;
 
-/// Entries taken out of the registry, to be dropped by the caller once no lock is held.
-pub(crate) type Removed = Box<dyn Any + Send>;
+/// Entries taken out of the registry, a batch per column, to be dropped by the caller once no
+/// lock is held: with [`drop_removed`], entry by entry.
+pub(crate) type Removed = Box<dyn Batch>;
+
+/// A column's entries taken out together.
+pub(crate) trait Batch: Send {
+    /// Drops each entry with its panic caught: what a check captured may panic on drop, and
+    /// dropping the batch whole would abort at a second such panic.
+    fn drop_each(self: Box<Self>);
+}
+
+impl<E: Send> Batch for Vec<E> {
+    fn drop_each(self: Box<Self>) {
+        crate::unwind::drop_each_caught(*self);
+    }
+}
+
+/// Drops what evaluations or sweeps took out, with no lock held.
+pub(crate) fn drop_removed(removed: Vec<Removed>) {
+    for batch in removed {
+        batch.drop_each();
+    }
+}
 
 /// [`Registry::flags`]: entries arrived since the last evaluation.
 const ARRIVED: usize = 1;
@@ -507,9 +528,7 @@ impl Registry {
         slab.take_removed(&mut removed);
         drop(slab);
         self.unmark(swept);
-        for entry in removed {
-            crate::unwind::drop_caught(entry);
-        }
+        drop_removed(removed);
     }
 
     /// Refuses new entries, takes every entry out and wakes their waits, which will never
@@ -533,12 +552,8 @@ impl Registry {
         for waker in wakers {
             waker.wake();
         }
-        for entry in arrived {
-            crate::unwind::drop_caught(entry);
-        }
-        for entry in removed {
-            crate::unwind::drop_caught(entry);
-        }
+        crate::unwind::drop_each_caught(arrived);
+        drop_removed(removed);
     }
 }
 

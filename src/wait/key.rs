@@ -147,7 +147,9 @@ impl<K: Eq + Hash + Clone, V> Keyed<K, V> {
                     drop(waker);
                 }
                 // The work finished, or is another wait's: the hook goes unrun.
-                GaveUp::Completed(value) => drop(crate::unwind::drop_caught(value)),
+                GaveUp::Completed(value) => {
+                    crate::unwind::drop_caught(value);
+                }
                 GaveUp::NotMine => {}
             }
             drop(hook);
@@ -297,7 +299,9 @@ where
                 Some(state) if table.take_for_cancel(&key, &settled) => {
                     drop(catch_unwind(AssertUnwindSafe(|| cancel(state))))
                 }
-                _ => drop(crate::unwind::drop_caught(cancel)),
+                _ => {
+                    crate::unwind::drop_caught(cancel);
+                }
             }
             table.unmark(&key);
         }));
