@@ -50,10 +50,9 @@ pub(crate) struct Wakeups<'a> {
     /// The last run was for readiness: look whether the library still has its descriptor.
     #[cfg(unix)]
     after_readiness: bool,
-    /// The pump was idle since the timer last ran: its missed ticks are not owed.
-    rested: bool,
     /// The timer ticks at the interval (the loop said [`Next::Tick`](crate::Next::Tick)): it is
-    /// left running from one sleep to the next, not re-armed.
+    /// left running from one sleep to the next, not re-armed. Cleared while idle: the ticks
+    /// missed asleep are not owed.
     ticking: bool,
 }
 
@@ -76,7 +75,6 @@ impl<'a> Wakeups<'a> {
                 .map_err(Error::Trigger)?,
             #[cfg(unix)]
             after_readiness: false,
-            rested: false,
             ticking: false,
         })
     }
@@ -109,14 +107,13 @@ impl<'a> Wakeups<'a> {
             // library's own I/O: data to send, a peer that hung up), as kicks and calls do.
             let idle = core.demand.is_idle();
             if idle {
-                self.rested = true;
+                self.ticking = false;
                 core.registry.sweep();
             } else {
-                let rested = std::mem::take(&mut self.rested);
                 match core.next.get() {
                     // The first wait after idle gets its run one interval from now, not a burst
                     // of ticks the timer missed while asleep.
-                    Next::Tick if rested || !self.ticking => {
+                    Next::Tick if !self.ticking => {
                         self.timer.set_interval(core.config.interval);
                         self.ticking = true;
                     }
