@@ -138,19 +138,19 @@ impl<S> Calls<S> {
                 std::mem::take(&mut queue.held),
             )
         };
-        let mut held: Vec<_> = held.into_iter().collect();
-        held.sort_unstable_by_key(|(ticket, _)| *ticket);
-        let cleanups = jobs
-            .into_iter()
-            .filter_map(|job| match job {
+        let mut cleanups = Vec::new();
+        for job in jobs {
+            match job {
                 Queued::Call(call) => {
                     crate::unwind::drop_caught(call);
-                    None
                 }
-                Queued::Cleanup(cleanup) => Some(cleanup),
-            })
-            .collect::<Vec<_>>();
-        for cleanup in cleanups.into_iter().chain(held.into_iter().map(|(_, c)| c)) {
+                Queued::Cleanup(cleanup) => cleanups.push(cleanup),
+            }
+        }
+        let mut held: Vec<_> = held.into_iter().collect();
+        held.sort_unstable_by_key(|(ticket, _)| *ticket);
+        cleanups.extend(held.into_iter().map(|(_, cleanup)| cleanup));
+        for cleanup in cleanups {
             let _ = catch_unwind(AssertUnwindSafe(|| cleanup(state.as_deref_mut())));
         }
     }

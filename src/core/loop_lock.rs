@@ -221,19 +221,7 @@ impl<'a> LoopGuard<'a> {
             clock,
         }
     }
-}
 
-/// What a run did, for its trace ([`PumpSpan::round`](crate::trace::PumpSpan::round)).
-#[derive(Debug)]
-#[must_use = "a run is reported by whoever knows why it ran"]
-pub(crate) struct Ran {
-    pub(crate) round: u64,
-    /// Waits woken: pump-evaluated ones whose check succeeded, and broadcast listeners.
-    pub(crate) woken: usize,
-    pub(crate) clock: RoundClock,
-}
-
-impl LoopGuard<'_> {
     /// Goes on with the checks of a round that a pass left for lack of time, and lets go.
     pub(crate) fn go_on_checking(self) {
         let core = self.core;
@@ -252,6 +240,16 @@ impl LoopGuard<'_> {
         drop(self);
         wake(woken, removed);
     }
+}
+
+/// What a run did, for its trace ([`PumpSpan::round`](crate::trace::PumpSpan::round)).
+#[derive(Debug)]
+#[must_use = "a run is reported by whoever knows why it ran"]
+pub(crate) struct Ran {
+    pub(crate) round: u64,
+    /// Waits woken: pump-evaluated ones whose check succeeded, and broadcast listeners.
+    pub(crate) woken: usize,
+    pub(crate) clock: RoundClock,
 }
 
 impl Drop for LoopGuard<'_> {

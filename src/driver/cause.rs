@@ -31,9 +31,7 @@ impl Cause {
             Cause::Turn => "turn",
         }
     }
-}
 
-impl Cause {
     /// Reports a run made for this cause to the pump's span.
     pub(crate) fn report(self, core: &Core, ran: Ran) {
         core.span.round(

@@ -51,8 +51,6 @@ where
         .spawn(move || {
             let _count = count;
             let _active = active;
-            // Declared first, so dropped last: after the state, however the thread ends.
-            let _gone = LoopGone(core.clone());
             let mut owned = Owned {
                 core: &core,
                 calls,
@@ -84,10 +82,11 @@ where
         .map_err(|err| Error::ThreadSpawn(err.kind()))
 }
 
-/// What the pump thread owns. Its drop closes the calls, running the cleanups still owed with
-/// the state, then drops the state and `run_once` — in that order, on the thread, inside the
-/// pump (so a re-entrant call from a `Drop` fails instead of waiting for itself), each panic
-/// caught and reported.
+/// What the pump thread owns. Its drop — however the thread ends — closes the calls, running the
+/// cleanups still owed with the state, then drops the state and `run_once`, in that order, on
+/// the thread, inside the pump (so a re-entrant call from a `Drop` fails instead of waiting for
+/// itself), each panic caught and reported; last, it says the loop is gone
+/// ([`Pump::closed`](crate::Pump::closed)).
 struct Owned<'a, S, R> {
     core: &'a Core,
     calls: Option<Arc<Calls<S>>>,
@@ -110,16 +109,6 @@ impl<S, R> Drop for Owned<'_, S, R> {
         if let Some(run_once) = self.run_once.take() {
             self.core.drop_user("run_once", run_once);
         }
-    }
-}
-
-/// Says the loop is gone when the pump thread ends, however it ends.
-struct LoopGone(Arc<Core>);
-
-impl Drop for LoopGone {
-    fn drop(&mut self) {
-        // The thread ends only once the pump is closed (or its factory panicked, which closes it).
-        self.0.close();
-        self.0.close.set_loop_gone();
+        self.core.close.set_loop_gone();
     }
 }
