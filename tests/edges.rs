@@ -50,6 +50,11 @@ fn assert_refused_before_any_thread<T: std::fmt::Debug>(
         ),
         other => panic!("{builder} with a zero interval gave {other:?}, not InvalidConfig"),
     }
+    assert_factory_unrun(builder, kept, ran);
+}
+
+/// Asserts that `builder` neither ran the factory of [`probe_factory`] nor still holds it.
+fn assert_factory_unrun(builder: &str, kept: &Arc<()>, ran: &AtomicBool) {
     assert!(!ran.load(Ordering::SeqCst), "{builder}: the factory ran");
     assert_eq!(
         Arc::strong_count(kept),
@@ -747,43 +752,19 @@ fn refused_threads_in_child() {
     let (kept, ran) = (Arc::new(()), Arc::new(AtomicBool::new(false)));
     let outcome = Pump::builder().build_on_thread(probe_factory(&kept, &ran, || || {}));
     assert_eq!(outcome.map(drop), refused, "build_on_thread");
-    assert!(
-        !ran.load(Ordering::SeqCst),
-        "build_on_thread: the factory ran"
-    );
-    assert_eq!(
-        Arc::strong_count(&kept),
-        1,
-        "build_on_thread kept the factory"
-    );
+    assert_factory_unrun("build_on_thread", &kept, &ran);
 
     let (kept, ran) = (Arc::new(()), Arc::new(AtomicBool::new(false)));
     let outcome = Pump::builder().build_with_state(probe_factory(&kept, &ran, || ()), |_| None);
     assert_eq!(outcome.map(drop), refused, "build_with_state");
-    assert!(
-        !ran.load(Ordering::SeqCst),
-        "build_with_state: the factory ran"
-    );
-    assert_eq!(
-        Arc::strong_count(&kept),
-        1,
-        "build_with_state kept the factory"
-    );
+    assert_factory_unrun("build_with_state", &kept, &ran);
 
     let (kept, ran) = (Arc::new(()), Arc::new(AtomicBool::new(false)));
     let factory = probe_factory(&kept, &ran, || ());
     let outcome =
         Pump::builder().build_with_descriptors(move |_set: Descriptors| factory(), |_| None);
     assert_eq!(outcome.map(drop), refused, "build_with_descriptors");
-    assert!(
-        !ran.load(Ordering::SeqCst),
-        "build_with_descriptors: the factory ran"
-    );
-    assert_eq!(
-        Arc::strong_count(&kept),
-        1,
-        "build_with_descriptors kept the factory"
-    );
+    assert_factory_unrun("build_with_descriptors", &kept, &ran);
 
     // `spawn_on(Backend::Thread)` says so too, and closes the pump (as documented): its waits and
     // turns end at once rather than wait for a driver that never came.
