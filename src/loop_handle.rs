@@ -252,20 +252,36 @@ impl<S: 'static> LoopHandle<S> {
         V: Send + 'static,
     {
         // The cancel is held before `start` is sent, so no close between the two can drop a
-        // cancel owed; it runs only if `start` ran (a close may drop `start` unrun).
-        let started = Arc::new(AtomicBool::new(false));
+        // cancel owed; it runs only if `start` ran.
+        let started = Started::default();
         let ran = started.clone();
         let wait = WaitKey::new(self.core.clone(), table, key).on_cancel(self, move |state| {
-            if ran.load(Ordering::SeqCst) {
+            if ran.ran() {
                 cancel(state);
             }
         });
         // A closed pump drops `start`; the wait then ends with the pump's error.
-        let _ = self.post(move |state| {
-            started.store(true, Ordering::SeqCst);
-            start(state);
-        });
+        let _ = self.post(started.marking(start));
         wait
+    }
+}
+
+/// Whether a `start` sent to the loop's thread ran: a close may drop it unrun, and then its
+/// cleanup has nothing to undo.
+#[derive(Clone, Default)]
+struct Started(Arc<AtomicBool>);
+
+impl Started {
+    fn ran(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    /// `start`, marking this as it runs.
+    fn marking<S>(self, start: impl FnOnce(&mut S) + Send + 'static) -> impl FnOnce(&mut S) + Send {
+        move |state| {
+            self.0.store(true, Ordering::SeqCst);
+            start(state);
+        }
     }
 }
 
@@ -441,19 +457,16 @@ impl<S: 'static> LoopHandle<S> {
         let id = RequestId(self.calls.next_request());
         let channel = crate::subscription::Channel::new(capacity.max(1));
         let emitter = Emitter::new(channel.clone(), id, Arc::downgrade(&self.core));
-        let started = Arc::new(AtomicBool::new(false));
+        let started = Started::default();
         let ran = started.clone();
         let held = self.hold_cleanup(Box::new(move |state| {
-            if let Some(state) = state.filter(|_| ran.load(Ordering::SeqCst)) {
+            if let Some(state) = state.filter(|_| ran.ran()) {
                 let _ = catch_unwind(AssertUnwindSafe(|| stop(state, id)));
             }
         }));
         // A closed pump drops `start`, and the emitter with it: the stream ends with the
         // pump's reason.
-        let _ = self.post(move |state| {
-            started.store(true, Ordering::SeqCst);
-            start(state, emitter);
-        });
+        let _ = self.post(started.marking(move |state| start(state, emitter)));
         Subscription::new(channel, self.core.clone(), id, held)
     }
 }
