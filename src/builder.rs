@@ -314,6 +314,7 @@ impl Builder {
 
     /// The settings of a pump whose `run_once` returns `N`, with the loop in the pump or on a
     /// thread of its own (`on_thread`). Refuses every setting that would otherwise be ignored.
+    #[cfg_attr(not(all(unix, feature = "tokio")), allow(unused_variables))]
     fn config<N: IntoNext>(&self, on_thread: bool) -> Result<Config, Error> {
         let interval = match self.interval {
             Some(interval) if interval.is_zero() => {
@@ -345,7 +346,6 @@ impl Builder {
                 ));
             }
         }
-        let _ = on_thread;
         Ok(Config {
             interval,
             check_budget: self.check_budget,
@@ -472,21 +472,8 @@ impl Builder {
         F: FnOnce() -> R + Send + 'static,
         R: FnMut() + 'static,
     {
-        let core = Core::new(
-            self.config::<()>(true)?,
-            self.name.clone(),
-            Runner::OnPumpThread,
-            #[cfg(unix)]
-            self.trigger()?,
-        );
-        core.span.driven_by(crate::driver::LOOP_THREAD);
-        let pump = Pump::from_core(core.clone());
-        crate::driver::spawn_loop_thread(
-            core,
-            None::<Arc<Calls<R>>>,
-            factory,
-            |run_once: &mut R| run_once(),
-        )?;
+        // The loop is its own state, which nothing else needs to reach; `()`: it ticks.
+        let (pump, _no_calls) = self.build_with_state(factory, |run_once: &mut R| run_once())?;
         Ok(pump)
     }
 
@@ -670,7 +657,7 @@ impl Builder {
         let calls = Arc::new(Calls::default());
         let handle = LoopHandle::new(core.clone(), calls.clone());
         let pump = Pump::from_core(core.clone());
-        crate::driver::spawn_loop_thread(core, Some(calls), factory, run_once)?;
+        crate::driver::spawn_loop_thread(core, calls, factory, run_once)?;
         Ok((pump, handle))
     }
 }

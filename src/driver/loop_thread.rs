@@ -29,7 +29,7 @@ pub(crate) const LOOP_THREAD: &str = "loop-thread";
 /// [`Error::Panicked`]; none leaves the thread.
 pub(crate) fn spawn_loop_thread<S, F, R, N>(
     core: Arc<Core>,
-    calls: Option<Arc<Calls<S>>>,
+    calls: Arc<Calls<S>>,
     factory: F,
     run_once: R,
 ) -> Result<(), Error>
@@ -40,7 +40,8 @@ where
     N: IntoNext,
 {
     // Counted and made the active driver before the thread starts, so waits that begin at once
-    // find the pump driven and no `Driver` future can become active on a loop only this thread may run.
+    // find the pump driven, and no `Driver` future can become active on a loop only this thread
+    // may run.
     let count = DriverCount::new(core.clone());
     let active = core
         .drivers
@@ -71,9 +72,7 @@ where
                 unreachable!("set above")
             };
             let mut run = || {
-                if let Some(calls) = calls {
-                    calls.run_all(state);
-                }
+                calls.run_all(state);
                 run_once(state).into_next()
             };
             crate::reactor::block_on(drive(&core, Some(&mut run)));
@@ -89,7 +88,7 @@ where
 /// ([`Pump::closed`](crate::Pump::closed)).
 struct Owned<'a, S, R> {
     core: &'a Core,
-    calls: Option<Arc<Calls<S>>>,
+    calls: Arc<Calls<S>>,
     state: Option<S>,
     run_once: Option<R>,
 }
@@ -100,9 +99,7 @@ impl<S, R> Drop for Owned<'_, S, R> {
         // kept for whatever else ends the thread. Outside the pump: it is not inside a run.
         self.core.close();
         let _inside = Inside::enter(self.core.id());
-        if let Some(calls) = &self.calls {
-            calls.close(self.state.as_mut());
-        }
+        self.calls.close(self.state.as_mut());
         if let Some(state) = self.state.take() {
             self.core.drop_user("the loop's state", state);
         }
