@@ -428,180 +428,45 @@ impl Builder {
         Ok(Pump::from_core(core))
     }
 
-    /// Builds a pump whose loop lives on a dedicated thread, started now, and needs no runtime.
-    ///
-    /// `factory` runs on that thread and returns the `run_once` closure, so the loop state it
-    /// creates never leaves the thread: this is how a `!Send` C handle (curl's `Multi`, a GLib
-    /// `MainContext` acquired by its thread) is driven. Only that thread calls `run_once`;
-    /// [`Pump::turn`] from elsewhere asks it for a run and waits for it. The pump is driven
-    /// already: [`Pump::spawn`] is not needed. The thread ends when the pump closes.
-    ///
-    /// If `factory` panics, the pump is poisoned: waits end with [`Error::Panicked`].
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidConfig`] for a zero interval, [`Error::ThreadSpawn`] if the thread cannot
-    /// be started.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use ffi_pump::Pump;
-    /// use std::cell::Cell;
-    /// use std::rc::Rc;
-    /// use std::sync::atomic::{AtomicBool, Ordering};
-    /// use std::sync::Arc;
-    ///
-    /// # futures_lite::future::block_on(async {
-    /// let done = Arc::new(AtomicBool::new(false));
-    /// let flag = done.clone();
-    /// let pump = Pump::builder().build_on_thread(move || {
-    ///     // `Rc` is `!Send`: it is created on the pump thread and stays there.
-    ///     let runs = Rc::new(Cell::new(0));
-    ///     move || {
-    ///         runs.set(runs.get() + 1);
-    ///         flag.store(runs.get() >= 2, Ordering::SeqCst);
-    ///     }
-    /// })?;
-    /// pump.wait_until(move || done.load(Ordering::SeqCst)).await?;
-    /// # Ok::<(), ffi_pump::Error>(())
-    /// # }).unwrap();
-    /// ```
-    pub fn build_on_thread<F, R>(self, factory: F) -> Result<Pump, Error>
-    where
-        F: FnOnce() -> R + Send + 'static,
-        R: FnMut() + 'static,
-    {
-        // The loop is its own state, which nothing else needs to reach; `()`: it ticks.
-        let (pump, _no_calls) = self.build_with_state(factory, |run_once: &mut R| run_once())?;
-        Ok(pump)
-    }
-
-    /// Like [`build_with_state`](Builder::build_with_state), for a library that asks its loop to
-    /// watch descriptors (libcurl's socket callback, GLib's `GPollFD`s, libusb's pollfds): the
-    /// factory gets the [`Descriptors`](crate::Descriptors) set to keep in its state, the library
-    /// watches and unwatches descriptors in it from `run_once` or a call, and the pump runs the
-    /// loop whenever one of them is ready — as well as at the loop's deadline, on kicks and calls.
-    /// `run_once` reads what is ready with [`Descriptors::ready`](crate::Descriptors::ready),
-    /// and learns whether its own deadline passed by comparing the deadline it last returned with
-    /// `Instant::now()`: the pump runs at that deadline or later, never before it for its sake
-    /// (libcurl's `CURL_SOCKET_TIMEOUT`, GLib's timeouts in `g_main_context_check`).
-    ///
-    /// The whole set is one descriptor to the reactor (an epoll instance, which the pump thread
-    /// watches through async-io's), so thousands of descriptors cost one registration. It
-    /// replaces a descriptor given to [`run_on_readable`](Builder::run_on_readable). A loop that
-    /// lives in the pump instead, spawned on a runtime, makes its set with
-    /// [`Descriptors::new`](crate::Descriptors::new) and hands it to `run_on_readable`, and there
-    /// [`tokio_readiness`](Builder::tokio_readiness) lets tokio's reactor watch it. Linux and
-    /// Android only (epoll).
-    ///
-    /// The set is watched whether or not a wait is pending: a library that queued data with
-    /// nobody waiting (watching its socket for writing) gets it out, and a peer's hang-up is
-    /// seen. With [`idle_stop`](Builder::idle_stop) on (the default) only the loop's deadline
-    /// waits for a wait; turn it off if the library's timers must fire with nobody waiting.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Trigger`] if the set cannot be made; otherwise as for `build_with_state`.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use ffi_pump::{Completions, Descriptors, Interest, Pump};
-    /// use std::io::{Read, Write};
-    /// use std::os::unix::net::UnixStream;
-    /// use std::time::Duration;
-    ///
-    /// // Stand-in for a C library with a socket of its own, watched through the set.
-    /// struct Library {
-    ///     descriptors: Descriptors,
-    ///     socket: UnixStream,
-    ///     received: Completions<u8, Vec<u8>>,
-    /// }
-    ///
-    /// # futures_lite::future::block_on(async {
-    /// let (socket, mut peer) = UnixStream::pair()?;
-    /// socket.set_nonblocking(true)?;
-    /// let received = Completions::new();
-    /// let table = received.clone();
-    /// let (pump, _library) = Pump::builder().build_with_descriptors(
-    ///     move |mut descriptors: Descriptors| {
-    ///         descriptors.watch(&socket, Interest::READABLE).expect("a socket can be watched");
-    ///         Library { descriptors, socket, received: table }
-    ///     },
-    ///     |library| {
-    ///         let readable = library.descriptors.ready().any(|ready| ready.is_readable());
-    ///         if readable {
-    ///             let mut data = vec![0; 64];
-    ///             let n = library.socket.read(&mut data).unwrap_or(0);
-    ///             data.truncate(n);
-    ///             library.received.complete(1, data);
-    ///         }
-    ///         None // no deadline of its own: it runs when its socket is ready
-    ///     },
-    /// )?;
-    /// peer.write_all(b"hello")?;
-    /// let data = pump.wait_key(&received, 1).timeout(Duration::from_secs(2)).await?;
-    /// assert_eq!(data, b"hello");
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// # }).unwrap();
-    /// ```
-    #[cfg(any(target_os = "linux", target_os = "android"))]
-    #[cfg_attr(docsrs, doc(cfg(any(target_os = "linux", target_os = "android"))))]
-    pub fn build_with_descriptors<S, F, R, N>(
-        mut self,
-        factory: F,
-        run_once: R,
-    ) -> Result<(Pump, LoopHandle<S>), Error>
-    where
-        S: 'static,
-        F: FnOnce(crate::Descriptors) -> S + Send + 'static,
-        R: FnMut(&mut S) -> N + Send + 'static,
-        N: IntoNext,
-    {
-        if self.trigger.is_some() {
-            return Err(Error::InvalidConfig(
-                "run_on_readable: build_with_descriptors watches its own set (watch the \
-                 descriptor in it instead)",
-            ));
-        }
-        self.config::<N>(true)?;
-        let descriptors = crate::Descriptors::new().map_err(|err| Error::Trigger(err.kind()))?;
-        self.trigger = Some(TriggerFd::new(&descriptors));
-        self.build_with_state(move || factory(descriptors), run_once)
-    }
-
-    /// Builds a pump whose loop lives on a dedicated thread, started now, with its state: the
-    /// pump, and a [`LoopHandle`] to reach that state from anywhere.
+    /// Builds a pump whose loop lives on a thread of its own, started now, with its state: the
+    /// pump, and a [`LoopHandle`] to reach that state from anywhere. Needs no runtime.
     ///
     /// `factory` runs on the thread and makes the loop's state `S` (a curl multi handle, a Tcl
-    /// interpreter, an event base), which never leaves it, so it need not be `Send`. Only that
-    /// thread calls `run_once(&mut state)`, and the closures sent with [`LoopHandle::call`] and
-    /// [`LoopHandle::post`], which run between two runs, never during one, and kick the pump.
+    /// interpreter, a GLib `MainContext` acquired there, a D-Bus connection), which never leaves
+    /// it, so it need not be `Send`. It is handed the [`Setup`](crate::Setup): the pump's
+    /// descriptor set, made on demand, and a [`Kicker`](crate::Kicker) for the state to keep.
+    /// It may fail: its error comes back from here as [`Error::Factory`] (and a panic in it as
+    /// [`Error::Panicked`]), and no pump is made. This returns once the factory did.
     ///
-    /// `run_once` returns when the loop next needs to run, as with
-    /// [`build`](Builder::build) (`None`: nothing is due; `()` ticks at the interval): the thread
-    /// sleeps until then, or until a kick, a call, a [`turn`](Pump::turn) or readiness
-    /// ([`run_on_readable`](Builder::run_on_readable)) — no interval. It runs once as soon as a
-    /// wait is pending, to hear the first deadline. A loop with no deadlines of its own can return
-    /// `Some(Instant::now() + period)` to be run every `period` while anyone waits.
+    /// Only that thread calls `run_once(&mut state, &run)`, and the closures sent with
+    /// [`LoopHandle::call`] and its kin, which run between two runs, never during one, and kick
+    /// the pump. [`Run`](crate::Run) says why this run happens, whether the deadline `run_once`
+    /// reported came, and which descriptors of the set are ready.
+    ///
+    /// What `run_once` returns says what wakes the loop next, as for [`build`](Builder::build):
+    /// `()` ticks at the [`interval`](Builder::interval) while anyone waits, `Option<Instant>`
+    /// sleeps until that deadline (`None`: nothing is due) and refuses an interval, a
+    /// [`Next`](crate::Next) says either, run by run. The thread sleeps until then, or until a
+    /// kick, a call, a [`turn`](Pump::turn) or readiness of the set (or of the descriptor given to
+    /// [`run_on_readable`](Builder::run_on_readable)). Without ticks it runs once as soon as a
+    /// wait is pending, to hear the first deadline.
     ///
     /// When the pump closes, the thread refuses further calls (the queued ones are dropped unrun
     /// and their callers get [`Error::Closed`]), runs the cancels of the waits the close ended
     /// ([`WaitKey::on_cancel`](crate::WaitKey::on_cancel)) with the state, drops the state and
-    /// ends; [`Pump::closed`] waits for that. If `factory` panics, the pump is poisoned: waits,
-    /// calls and posts, even those sent while it ran, end with [`Error::Panicked`].
+    /// ends; [`Pump::closed`] waits for that.
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidConfig`] for an [`interval`](Builder::interval) (the loop runs at its own
-    /// deadlines: it has no ticks) and for the other settings it cannot apply,
-    /// [`Error::ThreadSpawn`] if the thread cannot be started.
+    /// [`Error::Factory`] with the factory's error, [`Error::Panicked`] if it panicked,
+    /// [`Error::InvalidConfig`] for the settings it cannot apply (an interval on a `run_once`
+    /// that returns deadlines, `tokio_readiness`), [`Error::ThreadSpawn`] if the thread cannot be
+    /// started, [`Error::Trigger`] if the descriptor set cannot be watched.
     ///
     /// # Examples
     ///
     /// ```
-    /// use ffi_pump::{Completions, Pump};
+    /// use ffi_pump::{Completions, Error, Pump};
     /// use std::collections::BTreeMap;
     /// use std::time::{Duration, Instant};
     ///
@@ -615,8 +480,8 @@ impl Builder {
     /// let fired = Completions::new();
     /// let table = fired.clone();
     /// let (pump, timers) = Pump::builder().build_with_state(
-    ///     move || Timers { due: BTreeMap::new(), fired: table },
-    ///     |timers| {
+    ///     move |_setup| Ok(Timers { due: BTreeMap::new(), fired: table }),
+    ///     |timers, _run| {
     ///         // run_once: fire what is due, then say when the next one is.
     ///         let now = Instant::now();
     ///         while let Some(entry) = timers.due.first_entry().filter(|e| *e.key() <= now) {
@@ -632,6 +497,14 @@ impl Builder {
     /// })?;
     /// pump.wait_key(&fired, 7).timeout(Duration::from_secs(2)).await?;
     /// assert!(Instant::now() >= at);
+    ///
+    /// // A factory that fails: its error comes back, no pump is made.
+    /// let failed = Pump::builder().build_with_state(
+    ///     |_setup| -> Result<(), _> { Err("no such device".into()) },
+    ///     |_state, _run| None,
+    /// );
+    /// let Err(Error::Factory(why)) = failed else { panic!("the factory failed") };
+    /// assert_eq!(why.to_string(), "no such device");
     /// # Ok::<(), ffi_pump::Error>(())
     /// # }).unwrap();
     /// ```
@@ -642,8 +515,8 @@ impl Builder {
     ) -> Result<(Pump, LoopHandle<S>), Error>
     where
         S: 'static,
-        F: FnOnce() -> S + Send + 'static,
-        R: FnMut(&mut S) -> N + Send + 'static,
+        F: FnOnce(&mut crate::Setup) -> Result<S, crate::FactoryError> + Send + 'static,
+        R: FnMut(&mut S, &crate::Run<'_>) -> N + Send + 'static,
         N: IntoNext,
     {
         let core = Core::new(

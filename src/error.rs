@@ -1,5 +1,6 @@
 use std::fmt;
 use std::io;
+use std::sync::Arc;
 
 use crate::Backend;
 
@@ -23,7 +24,7 @@ use crate::Backend;
 /// # Ok::<(), Error>(())
 /// # }).unwrap();
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum Error {
     /// The wait's `.timeout(..)` elapsed before its condition held.
@@ -55,7 +56,39 @@ pub enum Error {
     /// The library dropped a request's [`Completer`](crate::Completer) without completing it
     /// ([`LoopHandle::request`](crate::LoopHandle::request)): no value will come.
     Unanswered,
+    /// The factory of a loop on its own thread
+    /// ([`Builder::build_with_state`](crate::Builder::build_with_state)) returned this error;
+    /// no pump was made. [`source`](std::error::Error::source) is the factory's error, to
+    /// downcast.
+    Factory(Arc<dyn std::error::Error + Send + Sync + 'static>),
 }
+
+/// Two errors are equal if they are the same variant with equal contents; two factory errors
+/// only if they are one and the same error (errors in general cannot be compared).
+impl PartialEq for Error {
+    fn eq(&self, other: &Error) -> bool {
+        match (self, other) {
+            (Error::Factory(a), Error::Factory(b)) => Arc::ptr_eq(a, b),
+            (Error::InvalidConfig(a), Error::InvalidConfig(b)) => a == b,
+            (Error::BackendUnavailable(a), Error::BackendUnavailable(b)) => a == b,
+            (Error::ThreadSpawn(a), Error::ThreadSpawn(b))
+            | (Error::Trigger(a), Error::Trigger(b)) => a == b,
+            (a, b) => {
+                std::mem::discriminant(a) == std::mem::discriminant(b)
+                    && !matches!(
+                        a,
+                        Error::Factory(_)
+                            | Error::InvalidConfig(_)
+                            | Error::BackendUnavailable(_)
+                            | Error::ThreadSpawn(_)
+                            | Error::Trigger(_)
+                    )
+            }
+        }
+    }
+}
+
+impl Eq for Error {}
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -76,6 +109,7 @@ impl fmt::Display for Error {
             }
             Error::ThreadSpawn(kind) => write!(f, "could not start the pump thread: {kind}"),
             Error::Trigger(kind) => write!(f, "the pump's readiness trigger failed: {kind}"),
+            Error::Factory(error) => write!(f, "the loop's factory failed: {error}"),
             Error::Unanswered => {
                 f.write_str("the C library dropped the request without completing it")
             }
@@ -83,7 +117,14 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Factory(error) => Some(&**error),
+            _ => None,
+        }
+    }
+}
 
 impl From<Error> for io::Error {
     fn from(err: Error) -> io::Error {
@@ -98,6 +139,7 @@ impl From<Error> for io::Error {
             Error::ThreadSpawn(kind) | Error::Trigger(kind) => kind,
             Error::Panicked => io::ErrorKind::Other,
             Error::Unanswered => io::ErrorKind::UnexpectedEof,
+            Error::Factory(_) => io::ErrorKind::Other,
         };
         io::Error::new(kind, err)
     }

@@ -163,7 +163,8 @@
 //! is epoll (Linux, Android). The crate's CI runs its tests
 //! on Linux and checks it with clippy for Windows and macOS.
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod backend;
@@ -183,6 +184,8 @@ mod reactor;
 mod reentry;
 mod registry;
 mod request;
+mod run;
+mod setup;
 mod stats;
 mod strategy;
 mod subscription;
@@ -198,13 +201,15 @@ pub use backend::Backend;
 pub use builder::Builder;
 pub use closed::Closed;
 pub use completions::Completions;
-pub use driver::Driver;
+pub use driver::{Cause, Driver};
 pub use error::Error;
 pub use kicker::Kicker;
 pub use loop_handle::{Call, LoopHandle};
 pub use next::{IntoNext, Next};
 pub use pump::Pump;
 pub use request::{Completer, Request, RequestId};
+pub use run::Run;
+pub use setup::{FactoryError, Setup};
 pub use stats::Stats;
 pub use strategy::Strategy;
 pub use subscription::{Emitter, Subscription};

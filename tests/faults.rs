@@ -141,7 +141,7 @@ on_every_backend! {
             pump.turn().await.expect("turn");
             let seen = seen.lock().unwrap().clone();
             assert!(!seen.is_empty(), "run_once ran");
-            assert!(seen.iter().all(|&o| o == (Err(Error::Reentrant), Err(Error::Reentrant))), "{seen:?}");
+            assert!(seen.iter().all(|o| *o == (Err(Error::Reentrant), Err(Error::Reentrant))), "{seen:?}");
             // The pump is not stuck: it still runs.
             pump.turn().await.expect("turn after a refused re-entry");
             drop(inner);

@@ -57,7 +57,7 @@ struct Hooks {
 impl Close {
     /// Why a closed pump is closed.
     pub(crate) fn reason(&self) -> Error {
-        lock(&self.reason).unwrap_or(Error::Closed)
+        lock(&self.reason).clone().unwrap_or(Error::Closed)
     }
 
     /// Records why the pump is about to close.

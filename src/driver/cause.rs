@@ -3,19 +3,42 @@
 use crate::core::{Core, Ran};
 use crate::trace::Round;
 
-/// Why the pump ran the loop.
+/// Why the pump runs the loop: what a loop on its own thread reads in [`Run::cause`], and what
+/// the `tracing` feature records on each round (`cause`).
+///
+/// # Examples
+///
+/// ```
+/// use ffi_pump::{Cause, Pump};
+///
+/// # futures_lite::future::block_on(async {
+/// let (pump, _loop) = Pump::builder().build_with_state(
+///     |_setup| Ok(Vec::new()),
+///     |causes: &mut Vec<Cause>, run| causes.push(run.cause()),
+/// )?;
+/// pump.turn().await?; // asked of the loop's thread: a kick there
+/// # Ok::<(), ffi_pump::Error>(())
+/// # }).unwrap();
+/// ```
+///
+/// [`Run::cause`]: crate::Run::cause
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Cause {
-    /// The interval timer.
+#[non_exhaustive]
+pub enum Cause {
+    /// The interval timer ticked ([`Next::Tick`](crate::Next::Tick)).
     Tick,
-    /// [`Pump::kick`](crate::Pump::kick), or a first wait after idle.
+    /// A request for a run as soon as possible: [`Pump::kick`](crate::Pump::kick), a
+    /// [`Kicker`](crate::Kicker), the first wait after idle, and — for a loop on its own thread —
+    /// a [`LoopHandle`](crate::LoopHandle) call or post and a [`Pump::turn`](crate::Pump::turn)
+    /// asked from another thread.
     Kick,
-    /// The readiness trigger's descriptor.
+    /// The readiness trigger: the descriptor given to
+    /// [`run_on_readable`](crate::Builder::run_on_readable), or a descriptor in the loop's set.
     #[cfg(unix)]
     Readiness,
-    /// The deadline `run_once` reported.
+    /// The deadline `run_once` reported last ([`Next::At`](crate::Next::At)) came.
     Deadline,
-    /// [`Pump::turn`](crate::Pump::turn), run by its caller.
+    /// [`Pump::turn`](crate::Pump::turn), run by its caller (a loop in the pump only).
     Turn,
 }
 

@@ -46,7 +46,13 @@ impl Driver {
         Driver {
             inner: Box::pin(async move {
                 if let Some(_active) = activate(&core).await {
-                    drive(&core, None::<fn() -> crate::Next>).await;
+                    drive(
+                        &core,
+                        None::<fn(super::Cause) -> crate::Next>,
+                        #[cfg(unix)]
+                        None,
+                    )
+                    .await;
                 }
             }),
             _count: count,

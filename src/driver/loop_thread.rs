@@ -5,11 +5,17 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::thread;
 
+use std::sync::mpsc;
+use std::time::Instant;
+
 use super::{drive, DriverCount};
 use crate::calls::Calls;
 use crate::core::Core;
 use crate::reentry::Inside;
-use crate::{Error, IntoNext};
+use crate::setup::FactoryError;
+#[cfg(any(target_os = "linux", target_os = "android"))]
+use crate::trigger::TriggerFd;
+use crate::{Error, IntoNext, Next, Run, Setup};
 
 /// The thread's name: the loop lives on it.
 const THREAD_NAME: &str = "ffi-pump-loop";
@@ -19,9 +25,10 @@ const THREAD_NAME: &str = "ffi-pump-loop";
 pub(crate) const LOOP_THREAD: &str = "loop-thread";
 
 /// Starts the loop's own thread: `factory` makes the loop's state there, and only that thread runs
-/// `run_once` on it, with the queued `calls` before each run.
+/// `run_once` on it, with the queued `calls` before each run. Returns once the factory did:
+/// its error, or [`Error::Panicked`] if it panicked.
 ///
-/// However the thread ends — the pump closed, the factory panicked, the state's `Drop` panicked
+/// However the thread ends — the pump closed, the factory failed, the state's `Drop` panicked
 /// — the calls are closed (the queued ones dropped unrun, so no caller waits for ever, and the
 /// cleanups still owed run with the state, if there is one, before it is dropped), and then the
 /// thread says the loop is gone ([`Pump::closed`](crate::Pump::closed)). A panic in the
@@ -35,8 +42,8 @@ pub(crate) fn spawn_loop_thread<S, F, R, N>(
 ) -> Result<(), Error>
 where
     S: 'static,
-    F: FnOnce() -> S + Send + 'static,
-    R: FnMut(&mut S) -> N + Send + 'static,
+    F: FnOnce(&mut Setup) -> Result<S, FactoryError> + Send + 'static,
+    R: FnMut(&mut S, &Run<'_>) -> N + Send + 'static,
     N: IntoNext,
 {
     // Counted and made the active driver before the thread starts, so waits that begin at once
@@ -47,6 +54,7 @@ where
         .drivers
         .try_activate()
         .expect("nobody drives a new pump yet");
+    let (made, outcome) = mpsc::sync_channel::<Result<(), Error>>(1);
     thread::Builder::new()
         .name(THREAD_NAME.into())
         .spawn(move || {
@@ -58,10 +66,27 @@ where
                 state: None,
                 run_once: Some(run_once),
             };
-            match catch_unwind(AssertUnwindSafe(factory)) {
-                Ok(state) => owned.state = Some(state),
-                Err(_) => return core.fail(Error::Panicked),
+            let mut setup = Setup::new(core.clone());
+            let failed = match catch_unwind(AssertUnwindSafe(|| factory(&mut setup))) {
+                Ok(Ok(state)) => {
+                    owned.state = Some(state);
+                    None
+                }
+                Ok(Err(error)) => Some(Error::Factory(error.into())),
+                Err(_) => Some(Error::Panicked),
+            };
+            #[cfg(any(target_os = "linux", target_os = "android"))]
+            let set = setup.descriptors.take();
+            #[cfg(any(target_os = "linux", target_os = "android"))]
+            let own_trigger = match set.as_ref().map(|set| TriggerFd::new(set).register(false)) {
+                Some(Err(why)) if failed.is_none() => return fail(&core, &made, why),
+                Some(Ok(trigger)) => Some(trigger),
+                _ => None,
+            };
+            if let Some(why) = failed {
+                return fail(&core, &made, why);
             }
+            let _ = made.send(Ok(()));
             let Owned {
                 calls,
                 state: Some(state),
@@ -71,14 +96,48 @@ where
             else {
                 unreachable!("set above")
             };
-            let mut run = || {
+            let mut last_deadline = None;
+            #[cfg(any(target_os = "linux", target_os = "android"))]
+            let mut spare = Vec::new();
+            let mut run = |cause| {
                 calls.run_all(state);
-                run_once(state).into_next()
+                let deadline_passed = last_deadline.is_some_and(|at| at <= Instant::now());
+                #[allow(unused_mut)]
+                let mut context = Run::new(cause, deadline_passed);
+                #[cfg(any(target_os = "linux", target_os = "android"))]
+                {
+                    context.set = set.as_ref();
+                    context.spare.set(std::mem::take(&mut spare));
+                }
+                let next = run_once(state, &context).into_next();
+                #[cfg(any(target_os = "linux", target_os = "android"))]
+                {
+                    spare = context.ready.take().unwrap_or_else(|| context.spare.take());
+                }
+                last_deadline = match next {
+                    Next::At(at) => Some(at),
+                    Next::Tick | Next::Idle => None,
+                };
+                next
             };
-            crate::reactor::block_on(drive(&core, Some(&mut run)));
+            crate::reactor::block_on(drive(
+                &core,
+                Some(&mut run),
+                #[cfg(any(target_os = "linux", target_os = "android"))]
+                own_trigger.as_ref(),
+                #[cfg(all(unix, not(any(target_os = "linux", target_os = "android"))))]
+                None,
+            ));
         })
-        .map(drop)
-        .map_err(|err| Error::ThreadSpawn(err.kind()))
+        .map_err(|err| Error::ThreadSpawn(err.kind()))?;
+    // The thread always answers before it ends; a thread gone without a word panicked.
+    outcome.recv().unwrap_or(Err(Error::Panicked))
+}
+
+/// Fails the pump for `why` before its loop ever ran, and says so to the constructor.
+fn fail(core: &Core, made: &mpsc::SyncSender<Result<(), Error>>, why: Error) {
+    core.fail(why.clone());
+    let _ = made.send(Err(why));
 }
 
 /// What the pump thread owns. Its drop — however the thread ends — closes the calls, running the

@@ -6,7 +6,7 @@ mod future;
 mod loop_thread;
 mod wakeups;
 
-pub(crate) use cause::Cause;
+pub use cause::Cause;
 pub use future::Driver;
 pub(crate) use loop_thread::{spawn_loop_thread, LOOP_THREAD};
 pub(crate) use wakeups::Wakeups;
@@ -68,8 +68,16 @@ pub(crate) async fn activate(core: &Core) -> Option<Active> {
 
 /// The active driver's loop: a run for every cause its [`Wakeups`] give, until the pump closes.
 /// `local` is the loop when it lives on this thread; it returns when it next needs to run.
-pub(crate) async fn drive<L: FnMut() -> Next>(core: &Core, mut local: Option<L>) {
-    let mut wakeups = match Wakeups::new(core) {
+pub(crate) async fn drive<L: FnMut(Cause) -> Next>(
+    core: &Core,
+    mut local: Option<L>,
+    #[cfg(unix)] own_trigger: Option<&crate::trigger::Trigger>,
+) {
+    let mut wakeups = match Wakeups::new(
+        core,
+        #[cfg(unix)]
+        own_trigger,
+    ) {
         Ok(wakeups) => wakeups,
         Err(why) => {
             core.fail(why);
@@ -80,7 +88,8 @@ pub(crate) async fn drive<L: FnMut() -> Next>(core: &Core, mut local: Option<L>)
         match wakeups.next().await {
             Step::Run(cause) => {
                 if let Some(guard) = lock_for(core, cause).await {
-                    let local = local
+                    let mut for_cause = local.as_mut().map(|run_once| move || run_once(cause));
+                    let local = for_cause
                         .as_mut()
                         .map(|run_once| run_once as &mut dyn FnMut() -> Next);
                     cause.report(core, guard.run(local));

@@ -60,7 +60,13 @@ impl<'a> Wakeups<'a> {
     /// # Errors
     ///
     /// [`Error::Trigger`] if the readiness trigger cannot be watched here.
-    pub(crate) fn new(core: &'a Core) -> Result<Wakeups<'a>, Error> {
+    ///
+    /// `own_trigger`: the trigger of a loop on its own thread that made its descriptor set,
+    /// which the pump's settings do not hold.
+    pub(crate) fn new(
+        core: &'a Core,
+        #[cfg(unix)] own_trigger: Option<&'a crate::trigger::Trigger>,
+    ) -> Result<Wakeups<'a>, Error> {
         // Armed for real before the first sleep, from what the loop said last.
         let timer = Timer::never();
         Ok(Wakeups {
@@ -70,6 +76,7 @@ impl<'a> Wakeups<'a> {
             watch: core
                 .trigger
                 .as_ref()
+                .or(own_trigger)
                 .map(crate::trigger::Trigger::watch)
                 .transpose()
                 .map_err(Error::Trigger)?,
@@ -84,7 +91,7 @@ impl<'a> Wakeups<'a> {
         let core = self.core;
         #[cfg(unix)]
         if std::mem::take(&mut self.after_readiness) {
-            if let Some(Err(kind)) = core.trigger.as_ref().map(|t| t.is_open()) {
+            if let Some(Err(kind)) = self.watch.as_ref().map(|w| w.trigger().is_open()) {
                 core.fail(Error::Trigger(kind));
                 return Step::Stop;
             }

@@ -1,9 +1,10 @@
-//! [`Descriptors`]: a set of descriptors the C library controls, waited on as one.
+//! [`Descriptors`]: the descriptors a C library asks its loop to watch, waited on as one.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd, RawFd};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use rustix::event::epoll::{self, EventData, EventFlags};
 
@@ -16,11 +17,14 @@ use rustix::event::epoll::{self, EventData, EventFlags};
 ///
 /// let both = Interest::READABLE | Interest::WRITABLE;
 /// assert!(both.is_readable() && both.is_writable());
+/// assert!(Interest::NONE.is_empty());
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Interest(u8);
 
 impl Interest {
+    /// Nothing: the registration is kept, and not waited on (a D-Bus watch that is disabled).
+    pub const NONE: Interest = Interest(0);
     /// Readable (or at end of file, or hung up).
     pub const READABLE: Interest = Interest(1);
     /// Writable.
@@ -34,6 +38,11 @@ impl Interest {
     /// Whether writability is asked for.
     pub fn is_writable(self) -> bool {
         self.0 & 2 != 0
+    }
+
+    /// Whether nothing is asked for.
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
     }
 
     fn flags(self) -> EventFlags {
@@ -56,20 +65,32 @@ impl std::ops::BitOr for Interest {
     }
 }
 
-/// A descriptor the set found ready, and for what.
+impl std::ops::BitOrAssign for Interest {
+    fn bitor_assign(&mut self, other: Interest) {
+        self.0 |= other.0;
+    }
+}
+
+/// A registration the set found ready, and for what.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ready {
+    token: u64,
     fd: RawFd,
     flags: EventFlags,
 }
 
 impl Ready {
+    /// The token the registration was watched with.
+    pub fn token(&self) -> u64 {
+        self.token
+    }
+
     /// The descriptor's number, as the library watched it.
     pub fn fd(&self) -> RawFd {
         self.fd
     }
 
-    /// Readable, at end of file, or the peer hung up its writing side.
+    /// Readable, at end of file, or the peer hung up (a read will not block).
     pub fn is_readable(&self) -> bool {
         self.flags
             .intersects(EventFlags::IN | EventFlags::RDHUP | EventFlags::HUP)
@@ -80,26 +101,51 @@ impl Ready {
         self.flags.contains(EventFlags::OUT)
     }
 
-    /// An error condition, or hung up altogether: the library will find out reading or writing.
+    /// An error is pending on the descriptor (`EPOLLERR`: a failed connect, a reset); the
+    /// library learns which when it reads, writes or asks `SO_ERROR`.
     pub fn is_error(&self) -> bool {
-        self.flags.intersects(EventFlags::ERR | EventFlags::HUP)
+        self.flags.contains(EventFlags::ERR)
+    }
+
+    /// The peer hung up: its writing side (`EPOLLRDHUP`) or the whole connection (`EPOLLHUP`).
+    /// What was sent before is still there to read.
+    pub fn is_hangup(&self) -> bool {
+        self.flags.intersects(EventFlags::HUP | EventFlags::RDHUP)
     }
 }
 
-/// The descriptors a C library asks its loop to watch (libcurl's socket callback, GLib's
-/// `GPollFD`s, libusb's pollfds), waited on as one, by the pump.
+/// The descriptors a C library asks its loop to watch (libcurl's socket callback, D-Bus watches,
+/// GLib's `GPollFD`s, libusb's pollfds), waited on as one by the pump.
 ///
-/// Made by [`Builder::build_with_descriptors`](crate::Builder::build_with_descriptors) and handed
-/// to the factory, so it lives in the loop's state on the pump thread. The library watches,
-/// re-watches (another interest) and unwatches descriptors from `run_once` — where such
-/// callbacks fire — or from a [`LoopHandle`](crate::LoopHandle) call; `run_once` reads what is
-/// ready with [`ready`](Descriptors::ready). The pump wakes when any watched descriptor is ready
-/// (one registration with the runtime's reactor, whatever the number of descriptors).
+/// A loop on its own thread gets the pump's set from
+/// [`Setup::descriptors`](crate::Setup::descriptors); a loop in the pump makes one with
+/// [`new`](Descriptors::new) and hands it to [`run_on_readable`](crate::Builder::run_on_readable).
+/// Either way the pump runs the loop whenever a registration is ready, and the whole set is one
+/// registration with the runtime's reactor, whatever the number of descriptors.
 ///
-/// Readiness is level-triggered: a descriptor stays ready until the library consumed what made
-/// it so, and while one is ready the pump runs again. A descriptor the library closed while
-/// watched leaves the set by itself (the kernel drops it); [`forget`](Descriptors::forget) drops
-/// the set's own record of it.
+/// A set is a handle: `Clone`, `Send + Sync`, every method takes `&self`, so the library's
+/// callbacks keep a clone and watch from inside `run_once` with no lock of their own, even while
+/// the loop hands out what [`ready`](Descriptors::ready) returned (an owned list: nothing of the
+/// set is borrowed while the library handles it).
+///
+/// Each registration has a **token** the binding chooses (the socket's number for curl, a
+/// watch's address for D-Bus): the set hands it back with each readiness, and it names the
+/// registration to change or remove. Several registrations may watch one descriptor, each with
+/// its own interest (a read watch and a write watch on one socket); the set watches the
+/// descriptor for what they ask together and hands each registration what it asked for.
+///
+/// Readiness is level-triggered: a registration stays ready until the library consumed what made
+/// it so, and while one is ready the pump runs again.
+///
+/// # The library's part
+///
+/// Descriptors are watched by number, as C libraries hand them out, and the set never closes
+/// them. A library unwatches a descriptor before it closes it, as libcurl
+/// (`CURL_POLL_REMOVE`), D-Bus (`remove_watch`), GLib (`g_source_remove_unix_fd`) and libusb do;
+/// the set carries the rest. If a library closes first while a duplicate of the descriptor
+/// stays open elsewhere (a forked child), the kernel keeps reporting the old file; the set arms
+/// each descriptor for one report at a time and re-arms only registrations it still holds, so
+/// such a leftover is reported at most once, then never again, and the pump does not spin.
 ///
 /// # Examples
 ///
@@ -110,55 +156,92 @@ impl Ready {
 /// use std::os::unix::net::UnixStream;
 ///
 /// let (socket, mut peer) = UnixStream::pair()?;
-/// let mut descriptors = Descriptors::new()?;
-/// descriptors.watch(&socket, Interest::READABLE)?;
-/// assert_eq!(descriptors.watched().collect::<Vec<_>>(), [(socket.as_raw_fd(), Interest::READABLE)]);
-/// assert_eq!(descriptors.ready().count(), 0);
+/// let fd = socket.as_raw_fd();
+/// let descriptors = Descriptors::new()?;
+/// // A read watch and a write watch on one socket, each its own registration.
+/// descriptors.watch(fd, Interest::READABLE, 1)?;
+/// descriptors.watch(fd, Interest::NONE, 2)?; // kept, not waited on yet
+/// assert!(descriptors.ready().is_empty());
 ///
 /// peer.write_all(b"!")?;
-/// let ready: Vec<_> = descriptors.ready().collect();
+/// let ready = descriptors.ready();
 /// assert_eq!(ready.len(), 1);
-/// assert_eq!(ready[0].fd(), socket.as_raw_fd());
+/// assert_eq!((ready[0].token(), ready[0].fd()), (1, fd));
 /// assert!(ready[0].is_readable() && !ready[0].is_writable());
 ///
-/// // Level-triggered: unread, it is still ready; unwatched, it is not handed any more.
-/// assert_eq!(descriptors.ready().count(), 1);
-/// descriptors.unwatch(&socket)?;
-/// assert_eq!(descriptors.ready().count(), 0);
+/// // The write watch turned on: the socket is writable too, and each gets its own report.
+/// descriptors.watch(fd, Interest::WRITABLE, 2)?;
+/// let mut tokens: Vec<_> = descriptors.ready().iter().map(|r| r.token()).collect();
+/// tokens.sort();
+/// assert_eq!(tokens, [1, 2]);
+///
+/// descriptors.unwatch(1)?;
+/// descriptors.unwatch(2)?;
+/// assert!(descriptors.ready().is_empty() && descriptors.is_empty());
 /// # Ok::<(), std::io::Error>(())
 /// ```
+#[derive(Clone)]
 pub struct Descriptors {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
     epoll: OwnedFd,
-    watched: HashMap<RawFd, Interest>,
-    /// What the last [`ready`](Descriptors::ready) found (the kernel's event records carry a
-    /// pointer-sized union, so they are not kept across runs: that would make the set `!Send`).
-    found: Vec<Ready>,
+    table: Mutex<Table>,
+}
+
+/// The registrations, by token and by descriptor.
+#[derive(Default)]
+struct Table {
+    tokens: HashMap<u64, Registration>,
+    fds: HashMap<RawFd, Watched>,
+    /// The key of each watched descriptor's kernel entry, back to its number.
+    keys: HashMap<u64, RawFd>,
+    /// The key of the next descriptor watched: never reused, so a report for a descriptor the set
+    /// let go of is known for one.
+    next_key: u64,
+}
+
+#[derive(Clone, Copy)]
+struct Registration {
+    fd: RawFd,
+    interest: Interest,
+}
+
+/// A descriptor the set holds, with the registrations on it.
+struct Watched {
+    key: u64,
+    tokens: Vec<u64>,
+    /// What the kernel entry asks for: every registration's interest together, none if there is
+    /// no entry.
+    asked: Interest,
 }
 
 impl fmt::Debug for Descriptors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let table = self.table();
         f.debug_struct("Descriptors")
-            .field("watched", &self.watched.len())
+            .field("registrations", &table.tokens.len())
+            .field("descriptors", &table.fds.len())
             .finish_non_exhaustive()
     }
 }
 
-/// The set itself: readable while any watched descriptor is ready, for
+/// The set itself: readable while any registration is ready, for
 /// [`run_on_readable`](crate::Builder::run_on_readable).
 impl AsFd for Descriptors {
     fn as_fd(&self) -> BorrowedFd<'_> {
-        self.epoll.as_fd()
+        self.inner.epoll.as_fd()
     }
 }
 
 impl Descriptors {
     /// An empty set.
     ///
-    /// [`Builder::build_with_descriptors`](crate::Builder::build_with_descriptors) makes one for
-    /// a loop on the pump thread. For a loop that lives in the pump (`build` with a `run_once` that returns deadlines,
-    /// spawned on any backend), make it here, hand it to
-    /// [`run_on_readable`](crate::Builder::run_on_readable) — the set is readable while any
-    /// descriptor in it is ready — and move it into `run_once`.
+    /// For a loop that lives in the pump (`build`, spawned on any runtime): hand the set to
+    /// [`run_on_readable`](crate::Builder::run_on_readable) — it is readable while any
+    /// registration in it is ready — and move a clone into `run_once`. A loop on its own thread
+    /// takes the pump's set from [`Setup::descriptors`](crate::Setup::descriptors) instead.
     ///
     /// # Errors
     ///
@@ -169,16 +252,18 @@ impl Descriptors {
     /// ```
     /// use ffi_pump::{Descriptors, Interest, Pump};
     /// use std::io::Write;
+    /// use std::os::fd::AsRawFd;
     /// use std::os::unix::net::UnixStream;
     ///
     /// # futures_lite::future::block_on(async {
     /// let (socket, mut peer) = UnixStream::pair()?;
-    /// let mut descriptors = Descriptors::new()?;
-    /// descriptors.watch(&socket, Interest::READABLE)?;
+    /// let descriptors = Descriptors::new()?;
+    /// descriptors.watch(socket.as_raw_fd(), Interest::READABLE, 0)?;
+    /// let set = descriptors.clone();
     /// let pump = Pump::builder()
     ///     .run_on_readable(&descriptors)
     ///     .build(move || {
-    ///         for ready in descriptors.ready() {
+    ///         for ready in set.ready() {
     ///             // hand `ready.fd()` to the library: readable, writable, error
     ///             let _ = (ready.fd(), ready.is_readable());
     ///         }
@@ -193,103 +278,316 @@ impl Descriptors {
     /// ```
     pub fn new() -> io::Result<Descriptors> {
         Ok(Descriptors {
-            epoll: epoll::create(epoll::CreateFlags::CLOEXEC)?,
-            watched: HashMap::new(),
-            found: Vec::new(),
+            inner: Arc::new(Inner {
+                epoll: epoll::create(epoll::CreateFlags::CLOEXEC)?,
+                table: Mutex::new(Table::default()),
+            }),
         })
     }
 
-    /// Watches `fd` for `interest`, or changes what it is watched for.
+    /// The table; a panic elsewhere while it was held left it whole (every change is made in
+    /// the kernel first, then recorded).
+    fn table(&self) -> MutexGuard<'_, Table> {
+        self.inner
+            .table
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Registers `fd` for `interest` under `token`, or changes the registration `token` already
+    /// names (another interest, or another descriptor).
+    ///
+    /// [`Interest::NONE`] keeps the registration without waiting on it. The library unwatches
+    /// before it closes the descriptor (see "The library's part" above).
     ///
     /// # Errors
     ///
     /// What the kernel says (`EBADF` for a closed descriptor, `EPERM` for a regular file,
     /// `EINVAL` for the set itself, `ELOOP` for a set that watches this one); the set is left as
     /// it was, and stays usable.
-    pub fn watch(&mut self, fd: impl AsFd, interest: Interest) -> io::Result<()> {
-        let raw = fd.as_fd().as_raw_fd();
-        let data = EventData::new_u64(raw as u64);
-        let flags = interest.flags();
-        let known = self.watched.contains_key(&raw);
-        // A descriptor closed and reopened under the same number left the kernel's set when it
-        // was closed, though not this record; and one this record lost may still be there.
-        let outcome = match known {
-            true => epoll::modify(&self.epoll, &fd, data, flags).or_else(|err| match err {
-                rustix::io::Errno::NOENT => epoll::add(&self.epoll, &fd, data, flags),
-                err => Err(err),
-            }),
-            false => epoll::add(&self.epoll, &fd, data, flags).or_else(|err| match err {
-                rustix::io::Errno::EXIST => epoll::modify(&self.epoll, &fd, data, flags),
-                err => Err(err),
-            }),
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::{Descriptors, Interest};
+    /// use std::os::fd::AsRawFd;
+    /// use std::os::unix::net::UnixStream;
+    ///
+    /// let (socket, _peer) = UnixStream::pair()?;
+    /// let descriptors = Descriptors::new()?;
+    /// descriptors.watch(socket.as_raw_fd(), Interest::WRITABLE, 7)?;
+    /// assert_eq!(descriptors.ready()[0].token(), 7);
+    /// assert!(descriptors.watch(-1, Interest::READABLE, 8).is_err());
+    /// assert_eq!(descriptors.len(), 1);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn watch(&self, fd: RawFd, interest: Interest, token: u64) -> io::Result<()> {
+        let mut table = self.table();
+        let moved_from = match table.tokens.get(&token) {
+            Some(old) if old.fd != fd => Some(old.fd),
+            _ => None,
         };
-        outcome?;
-        self.watched.insert(raw, interest);
-        Ok(())
-    }
-
-    /// Stops watching `fd`.
-    ///
-    /// # Errors
-    ///
-    /// What the kernel says; a descriptor the set no longer holds is not an error.
-    pub fn unwatch(&mut self, fd: impl AsFd) -> io::Result<()> {
-        let raw = fd.as_fd().as_raw_fd();
-        self.watched.remove(&raw);
-        match epoll::delete(&self.epoll, &fd) {
-            Ok(()) | Err(rustix::io::Errno::NOENT) => Ok(()),
-            Err(err) => Err(err.into()),
+        let asked = table.asked_with(fd, token, Some(interest));
+        self.apply(&mut table, fd, asked)?;
+        table.tokens.insert(token, Registration { fd, interest });
+        let watched = table.fds.get_mut(&fd).expect("applied above");
+        if !watched.tokens.contains(&token) {
+            watched.tokens.push(token);
+        }
+        match moved_from {
+            Some(old) => self.detach(&mut table, old, token),
+            None => Ok(()),
         }
     }
 
-    /// Forgets the descriptor numbered `fd`, which the library closed while it was watched (the
-    /// kernel dropped it from the set then). Never touches the descriptor: its number may belong
-    /// to another file by now.
-    pub fn forget(&mut self, fd: RawFd) {
-        self.watched.remove(&fd);
-    }
-
-    /// The descriptors watched, and for what, in no particular order: to bring the set in line
-    /// with a list the library hands out whole (GLib's query, libusb's pollfds).
-    pub fn watched(&self) -> impl Iterator<Item = (RawFd, Interest)> + '_ {
-        self.watched.iter().map(|(&fd, &interest)| (fd, interest))
-    }
-
-    /// How many descriptors are watched.
-    pub fn len(&self) -> usize {
-        self.watched.len()
-    }
-
-    /// Whether no descriptor is watched.
-    pub fn is_empty(&self) -> bool {
-        self.watched.is_empty()
-    }
-
-    /// The watched descriptors that are ready now, and for what; asks the kernel without
-    /// waiting. Call it in `run_once`, before handing the events to the library.
+    /// Removes the registration `token`; the descriptor stays watched for its other
+    /// registrations. An unknown token is not an error.
     ///
-    /// One call hands at most 4 096 descriptors. Those left over stay ready (readiness is
-    /// level-triggered), so the set stays readable and a pump watching it runs again at once, and
-    /// the next call hands them first: none waits behind descriptors that stay ready.
-    pub fn ready(&mut self) -> impl Iterator<Item = Ready> + '_ {
-        let capacity = self.watched.len().clamp(1, 4096);
+    /// # Errors
+    ///
+    /// What the kernel says removing the descriptor's entry; the registration is gone from the
+    /// set either way.
+    pub fn unwatch(&self, token: u64) -> io::Result<()> {
+        let mut table = self.table();
+        match table.tokens.get(&token) {
+            Some(registration) => {
+                let fd = registration.fd;
+                table.tokens.remove(&token);
+                self.detach(&mut table, fd, token)
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Watches exactly the descriptors listed, each registration's token its descriptor number
+    /// (a descriptor listed twice is watched for both interests): for a library that hands its
+    /// whole list out each time (GLib's `g_main_context_query`, libusb's pollfds). Only what
+    /// changed reaches the kernel.
+    ///
+    /// # Errors
+    ///
+    /// The first error of the kernel; the descriptors listed after it are left as they were.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::{Descriptors, Interest};
+    /// use std::os::fd::AsRawFd;
+    /// use std::os::unix::net::UnixStream;
+    ///
+    /// let (a, _a) = UnixStream::pair()?;
+    /// let (b, _b) = UnixStream::pair()?;
+    /// let descriptors = Descriptors::new()?;
+    /// descriptors.watch_only([(a.as_raw_fd(), Interest::READABLE), (b.as_raw_fd(), Interest::WRITABLE)])?;
+    /// assert_eq!(descriptors.len(), 2);
+    /// descriptors.watch_only([(b.as_raw_fd(), Interest::WRITABLE)])?;
+    /// assert_eq!(descriptors.watched(), [(b.as_raw_fd() as u64, b.as_raw_fd(), Interest::WRITABLE)]);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn watch_only(&self, list: impl IntoIterator<Item = (RawFd, Interest)>) -> io::Result<()> {
+        let mut wanted: HashMap<RawFd, Interest> = HashMap::new();
+        for (fd, interest) in list {
+            *wanted.entry(fd).or_default() |= interest;
+        }
+        let gone: Vec<u64> = self
+            .table()
+            .tokens
+            .iter()
+            .filter(|(&token, registration)| {
+                wanted.get(&registration.fd).is_none() || token != registration.fd as u64
+            })
+            .map(|(&token, _)| token)
+            .collect();
+        for token in gone {
+            self.unwatch(token)?;
+        }
+        for (fd, interest) in wanted {
+            let same = self.table().tokens.get(&(fd as u64)).map(|r| r.interest);
+            if same != Some(interest) {
+                self.watch(fd, interest, fd as u64)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The registrations, as `(token, descriptor, interest)`, in no particular order.
+    pub fn watched(&self) -> Vec<(u64, RawFd, Interest)> {
+        self.table()
+            .tokens
+            .iter()
+            .map(|(&token, r)| (token, r.fd, r.interest))
+            .collect()
+    }
+
+    /// How many registrations the set holds.
+    pub fn len(&self) -> usize {
+        self.table().tokens.len()
+    }
+
+    /// Whether the set holds no registration.
+    pub fn is_empty(&self) -> bool {
+        self.table().tokens.is_empty()
+    }
+
+    /// The registrations that are ready now, and for what; asks the kernel without waiting.
+    /// Call it in `run_once` (a loop on its own thread reads [`Run::ready`](crate::Run::ready)
+    /// instead), then hand each to the library: the list is the caller's own, and the library's
+    /// callbacks may watch and unwatch meanwhile.
+    ///
+    /// One call looks at no more than 4 096 descriptors. Those left over stay ready, so the set
+    /// stays readable and a pump watching it runs again at once.
+    pub fn ready(&self) -> Vec<Ready> {
+        let mut ready = Vec::new();
+        self.ready_into(&mut ready);
+        ready
+    }
+
+    /// [`ready`](Descriptors::ready) into a list the caller keeps from run to run (it is
+    /// cleared first), so a busy loop does not allocate one each run.
+    pub fn ready_into(&self, ready: &mut Vec<Ready>) {
+        ready.clear();
+        let table = self.table();
+        let capacity = table.fds.len().clamp(1, 4096);
         let mut events = Vec::with_capacity(capacity);
         let zero = rustix::event::Timespec {
             tv_sec: 0,
             tv_nsec: 0,
         };
-        // Failing here (EINTR) only means nothing is handed this run; readiness is level-triggered,
-        // so the set stays readable and the next run finds it.
+        // Failing here (EINTR) only means nothing is handed this run; what is ready stays so.
         let _ = epoll::wait(
-            &self.epoll,
+            &self.inner.epoll,
             rustix::buffer::spare_capacity(&mut events),
             Some(&zero),
         );
-        self.found.clear();
-        self.found.extend(events.iter().map(|event| Ready {
-            fd: event.data.u64() as RawFd,
-            flags: event.flags,
-        }));
-        self.found.iter().copied()
+        for event in &events {
+            // A key the set no longer holds: a descriptor closed while watched whose file lives
+            // on elsewhere. Not re-armed, it is never reported again.
+            let Some(&fd) = table.keys.get(&event.data.u64()) else {
+                continue;
+            };
+            let watched = &table.fds[&fd];
+            for token in &watched.tokens {
+                let interest = table.tokens[token].interest;
+                let flags = event.flags & (interest.flags() | EventFlags::ERR | EventFlags::HUP);
+                if !interest.is_empty() && !flags.is_empty() {
+                    ready.push(Ready {
+                        token: *token,
+                        fd,
+                        flags,
+                    });
+                }
+            }
+            // Armed again at once: still ready, it is reported at the next look (level).
+            let _ = self.control(false, fd, watched.key, watched.asked);
+        }
     }
+
+    /// Takes `token` off `fd`'s list (the registration itself is gone or moved), and the
+    /// descriptor out of the kernel's set once nothing is registered on it.
+    fn detach(&self, table: &mut Table, fd: RawFd, token: u64) -> io::Result<()> {
+        let asked = table.asked_with(fd, token, None);
+        let watched = table
+            .fds
+            .get_mut(&fd)
+            .expect("a registration's descriptor is held");
+        watched.tokens.retain(|&t| t != token);
+        if !watched.tokens.is_empty() {
+            return self.apply(table, fd, asked);
+        }
+        let watched = table.fds.remove(&fd).expect("held");
+        table.keys.remove(&watched.key);
+        match watched.asked.is_empty() {
+            true => Ok(()),
+            false => self.delete(fd),
+        }
+    }
+
+    /// Brings the kernel's entry for `fd` to ask for `asked`, making the descriptor's record if
+    /// it has none.
+    fn apply(&self, table: &mut Table, fd: RawFd, asked: Interest) -> io::Result<()> {
+        let Table {
+            fds,
+            keys,
+            next_key,
+            ..
+        } = table;
+        let (key, before) = match fds.get(&fd) {
+            Some(watched) => (watched.key, watched.asked),
+            None => (*next_key, Interest::NONE),
+        };
+        match (before.is_empty(), asked.is_empty()) {
+            (true, true) => {}
+            (true, false) => self.control(true, fd, key, asked)?,
+            (false, false) => self.control(false, fd, key, asked)?,
+            (false, true) => self.delete(fd)?,
+        }
+        let watched = fds.entry(fd).or_insert_with(|| {
+            keys.insert(key, fd);
+            *next_key += 1;
+            Watched {
+                key,
+                tokens: Vec::new(),
+                asked,
+            }
+        });
+        watched.asked = asked;
+        Ok(())
+    }
+
+    /// Adds or modifies the kernel's entry for `fd`: armed for one report (see "The library's
+    /// part").
+    fn control(&self, add: bool, fd: RawFd, key: u64, asked: Interest) -> io::Result<()> {
+        let data = EventData::new_u64(key);
+        let flags = asked.flags() | EventFlags::ONESHOT;
+        let epoll = &self.inner.epoll;
+        by_number(fd, |fd| {
+            // A number the record holds may name a new file by now (the library closed the old
+            // one while it was watched, then reused the number), and the other way round.
+            match add {
+                true => epoll::add(epoll, fd, data, flags).or_else(|err| match err {
+                    rustix::io::Errno::EXIST => epoll::modify(epoll, fd, data, flags),
+                    err => Err(err),
+                }),
+                false => epoll::modify(epoll, fd, data, flags).or_else(|err| match err {
+                    rustix::io::Errno::NOENT => epoll::add(epoll, fd, data, flags),
+                    err => Err(err),
+                }),
+            }
+        })
+        .map_err(io::Error::from)
+    }
+
+    /// Takes `fd` out of the kernel's set. Not there, or closed already (see "The library's
+    /// part"), is not an error: a leftover is never re-armed.
+    fn delete(&self, fd: RawFd) -> io::Result<()> {
+        match by_number(fd, |fd| epoll::delete(&self.inner.epoll, fd)) {
+            Ok(()) | Err(rustix::io::Errno::NOENT | rustix::io::Errno::BADF) => Ok(()),
+            Err(err) => Err(err.into()),
+        }
+    }
+}
+
+impl Table {
+    /// What the registrations on `fd` ask for together, with `token`'s interest replaced
+    /// (`None`: left out).
+    fn asked_with(&self, fd: RawFd, token: u64, interest: Option<Interest>) -> Interest {
+        let others = self.fds.get(&fd).map_or(&[][..], |w| &w.tokens[..]);
+        let mut asked = interest.unwrap_or_default();
+        for other in others.iter().filter(|&&t| t != token) {
+            asked |= self.tokens[other].interest;
+        }
+        asked
+    }
+}
+
+/// Calls `f` with the library's descriptor `fd`, for one `epoll_ctl` that names it.
+#[allow(unsafe_code)]
+fn by_number<T>(fd: RawFd, f: impl FnOnce(BorrowedFd<'_>) -> T) -> T {
+    // SAFETY: the borrow lasts for one `epoll_ctl` and is never read or written through. The
+    // library promises the number is open while it is registered ("The library's part"); if it
+    // broke that promise, the call fails with `EBADF` or names whatever file took the number,
+    // in this set only — the kernel checks the number, no memory is touched, and a wrong entry
+    // is one the set does not hold a key for, so it is never re-armed.
+    let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+    f(borrowed)
 }

@@ -1,0 +1,106 @@
+//! [`Run`]: what a loop on its own thread is told about each run.
+
+use std::cell::OnceCell;
+use std::fmt;
+
+use crate::Cause;
+
+/// What `run_once` of a loop on its own thread is told about this run
+/// ([`Builder::build_with_state`](crate::Builder::build_with_state)): why it happens, whether the
+/// deadline it reported came, and which of its descriptors are ready — so no binding keeps
+/// deadline bookkeeping of its own or asks the set itself.
+///
+/// # Examples
+///
+/// ```
+/// use ffi_pump::{Cause, Pump};
+/// use std::time::{Duration, Instant};
+///
+/// # futures_lite::future::block_on(async {
+/// let due = Instant::now() + Duration::from_millis(20);
+/// let (pump, timers) = Pump::builder().build_with_state(
+///     |_setup| Ok(0_u32),
+///     move |fired: &mut u32, run| {
+///         if run.deadline_passed() {
+///             // libcurl: curl_multi_socket_action(CURL_SOCKET_TIMEOUT)
+///             *fired += 1;
+///         }
+///         let _why: Cause = run.cause(); // here a kick (the first wait), then the deadline
+///         (*fired == 0).then_some(due)
+///     },
+/// )?;
+/// pump.wait_for(|| None::<()>).timeout(Duration::from_millis(100)).await.ok();
+/// assert_eq!(timers.call(|fired| *fired).await?, 1);
+/// # Ok::<(), ffi_pump::Error>(())
+/// # }).unwrap();
+/// ```
+pub struct Run<'a> {
+    cause: Cause,
+    deadline_passed: bool,
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    pub(crate) set: Option<&'a crate::Descriptors>,
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    pub(crate) ready: OnceCell<Vec<crate::Ready>>,
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    pub(crate) spare: std::cell::Cell<Vec<crate::Ready>>,
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    _set: std::marker::PhantomData<&'a ()>,
+}
+
+impl fmt::Debug for Run<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Run")
+            .field("cause", &self.cause)
+            .field("deadline_passed", &self.deadline_passed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> Run<'a> {
+    pub(crate) fn new(cause: Cause, deadline_passed: bool) -> Run<'a> {
+        Run {
+            cause,
+            deadline_passed,
+            #[cfg(any(target_os = "linux", target_os = "android"))]
+            set: None,
+            #[cfg(any(target_os = "linux", target_os = "android"))]
+            ready: OnceCell::new(),
+            #[cfg(any(target_os = "linux", target_os = "android"))]
+            spare: std::cell::Cell::new(Vec::new()),
+            #[cfg(not(any(target_os = "linux", target_os = "android")))]
+            _set: std::marker::PhantomData,
+        }
+    }
+
+    /// Why the pump runs the loop now. One run may serve several causes (a kick that comes as the
+    /// deadline passes): this is the one that woke the pump; [`deadline_passed`](Run::deadline_passed)
+    /// and [`ready`](Run::ready) say the rest.
+    pub fn cause(&self) -> Cause {
+        self.cause
+    }
+
+    /// Whether the deadline `run_once` reported last ([`Next::At`](crate::Next::At)) has come,
+    /// whatever woke the pump: the library's timers are due (libcurl's
+    /// `CURL_SOCKET_TIMEOUT`, GLib's timeouts). The pump never runs the loop before that
+    /// deadline for its sake.
+    pub fn deadline_passed(&self) -> bool {
+        self.deadline_passed
+    }
+
+    /// The registrations of the pump's descriptor set ([`Setup::descriptors`](crate::Setup::descriptors))
+    /// that are ready, asked of the kernel on the first call in this run (later calls hand the
+    /// same list). Empty without a set. The list is the run's own: the library's callbacks may
+    /// watch and unwatch in the set while it is handled.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[cfg_attr(docsrs, doc(cfg(any(target_os = "linux", target_os = "android"))))]
+    pub fn ready(&self) -> &[crate::Ready] {
+        self.ready.get_or_init(|| {
+            let mut ready = self.spare.take();
+            match self.set {
+                Some(set) => set.ready_into(&mut ready),
+                None => ready.clear(),
+            }
+            ready
+        })
+    }
+}
