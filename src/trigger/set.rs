@@ -361,8 +361,10 @@ impl Descriptors {
 
     /// Watches exactly the descriptors listed, each registration's token its descriptor number
     /// (a descriptor listed twice is watched for both interests): for a library that hands its
-    /// whole list out each time (GLib's `g_main_context_query`, libusb's pollfds). Only what
-    /// changed reaches the kernel.
+    /// whole list out each time (GLib's `g_main_context_query`, libusb's pollfds). Every
+    /// registration not listed goes. Each listed descriptor is handed to the kernel again, as
+    /// `poll()` would be: one the library closed and reopened under the same number since the
+    /// last list is watched as the file it is now.
     ///
     /// # Errors
     ///
@@ -377,11 +379,12 @@ impl Descriptors {
     ///
     /// let (a, _a) = UnixStream::pair()?;
     /// let (b, _b) = UnixStream::pair()?;
+    /// let (a, b) = (a.as_raw_fd(), b.as_raw_fd());
     /// let descriptors = Descriptors::new()?;
-    /// descriptors.watch_only([(a.as_raw_fd(), Interest::READABLE), (b.as_raw_fd(), Interest::WRITABLE)])?;
+    /// descriptors.watch_only([(a, Interest::READABLE), (b, Interest::WRITABLE)])?;
     /// assert_eq!(descriptors.len(), 2);
-    /// descriptors.watch_only([(b.as_raw_fd(), Interest::WRITABLE)])?;
-    /// assert_eq!(descriptors.watched(), [(b.as_raw_fd() as u64, b.as_raw_fd(), Interest::WRITABLE)]);
+    /// descriptors.watch_only([(b, Interest::WRITABLE)])?;
+    /// assert_eq!(descriptors.watched(), [(b as u64, b, Interest::WRITABLE)]);
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn watch_only(&self, list: impl IntoIterator<Item = (RawFd, Interest)>) -> io::Result<()> {
@@ -393,19 +396,14 @@ impl Descriptors {
             .table()
             .tokens
             .iter()
-            .filter(|(&token, registration)| {
-                wanted.get(&registration.fd).is_none() || token != registration.fd as u64
-            })
+            .filter(|(&token, r)| token != r.fd as u64 || !wanted.contains_key(&r.fd))
             .map(|(&token, _)| token)
             .collect();
         for token in gone {
             self.unwatch(token)?;
         }
         for (fd, interest) in wanted {
-            let same = self.table().tokens.get(&(fd as u64)).map(|r| r.interest);
-            if same != Some(interest) {
-                self.watch(fd, interest, fd as u64)?;
-            }
+            self.watch(fd, interest, fd as u64)?;
         }
         Ok(())
     }

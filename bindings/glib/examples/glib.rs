@@ -72,10 +72,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "  iterations that dispatched {}",
         counters.dispatches.load(Ordering::SeqCst)
     );
-    println!(
-        "  acquire failures     {}",
-        counters.acquire_failures.load(Ordering::SeqCst)
-    );
     println!("  latest fire vs delay {worst:.1} ms");
     println!("  wall time            {:.1} ms", wall.as_secs_f64() * 1e3);
 

@@ -5,7 +5,7 @@
 //! life (GLib grants that to one thread at a time). The pump iterates it the way GLib's own loop
 //! does — prepare, query, check, dispatch — with its own wait in place of GLib's `poll()`: the
 //! descriptors the query returns are watched in the pump's `Descriptors` set, and the query's
-//! timeout is the loop's deadline (`Builder::build_with_descriptors`). Nothing ticks: the context
+//! timeout is the loop's deadline (`Builder::build_with_state`, `Setup::descriptors`). Nothing ticks: the context
 //! is iterated when a source's descriptor is ready, when a timeout falls due, and when another
 //! thread attaches a source (GLib then signals the context's own wake-up descriptor).
 //!
@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ffi_pump::{Completions, Descriptors, Error, LoopHandle, Pump};
+use ffi_pump::{Completions, Error, LoopHandle, Pump};
 use glib::{ControlFlow, IOCondition, MainContext, Priority};
 
 use polled::PolledContext;
@@ -33,16 +33,14 @@ pub struct Counters {
     pub iterations: AtomicU64,
     /// Iterations that dispatched sources.
     pub dispatches: AtomicU64,
-    /// Runs that found the context owned by another thread (it was not acquired).
-    pub acquire_failures: AtomicU64,
 }
 
 /// Sources on a private GLib main context, and the pump that iterates it.
 #[derive(Debug)]
 pub struct Sources {
     pump: Pump,
-    /// The context, on the pump thread (`None`: another thread owned it).
-    polled: LoopHandle<Option<PolledContext>>,
+    /// The context, acquired by the loop's thread.
+    polled: LoopHandle<PolledContext>,
     context: MainContext,
     fired: Completions<u32, Instant>,
     fires: Arc<Vec<AtomicU32>>,
@@ -51,6 +49,11 @@ pub struct Sources {
 
 impl Sources {
     /// A context for sources with ids `0..capacity`, iterated by a pump on its own thread.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Factory`] if the loop's thread cannot acquire the context or make its descriptor
+    /// set; the pump's errors otherwise.
     pub fn new(capacity: u32) -> Result<Sources, Error> {
         let context = MainContext::new();
         let counters = Arc::new(Counters::default());
@@ -60,15 +63,14 @@ impl Sources {
             // The context's own descriptors (its wake-up, I/O watches) are serviced whether or
             // not a task waits; with nothing due the pump sleeps.
             .idle_stop(false)
-            .build_with_descriptors(
-                move |descriptors: Descriptors| PolledContext::acquire(iterated, descriptors),
-                move |polled: &mut Option<PolledContext>| {
-                    let Some(polled) = polled else {
-                        proof.acquire_failures.fetch_add(1, Ordering::SeqCst);
-                        return None;
-                    };
+            .build_with_state(
+                move |setup| {
+                    PolledContext::acquire(iterated, setup.descriptors()?)
+                        .ok_or_else(|| "another thread owns the GLib context".into())
+                },
+                move |polled: &mut PolledContext, run| {
                     proof.iterations.fetch_add(1, Ordering::SeqCst);
-                    let (dispatched, deadline) = polled.run();
+                    let (dispatched, deadline) = polled.run(run);
                     if dispatched {
                         proof.dispatches.fetch_add(1, Ordering::SeqCst);
                     }
@@ -141,9 +143,9 @@ impl Sources {
         &self.counters
     }
 
-    /// Whether the pump thread owns the context (it acquired it when it started).
+    /// Whether the loop's thread owns the context (`g_main_context_is_owner`, asked there).
     pub async fn owns_context(&self) -> Result<bool, Error> {
-        self.polled.call(|polled| polled.is_some()).await
+        self.polled.call(|polled| polled.is_owner()).await
     }
 
     /// The pump.

@@ -3,12 +3,10 @@
 //! watched in the pump's [`Descriptors`] set, and its timeout is the loop's deadline.
 #![allow(unsafe_code)]
 
-use std::collections::HashMap;
-use std::os::fd::{BorrowedFd, RawFd};
 use std::os::raw::c_int;
 use std::time::{Duration, Instant};
 
-use ffi_pump::{Descriptors, Interest, Ready};
+use ffi_pump::{Descriptors, Interest, Run};
 use glib::ffi::{self, GPollFD};
 use glib::MainContext;
 
@@ -44,11 +42,11 @@ impl PolledContext {
     /// Ends the iteration the last run prepared (check with what the set found ready, dispatch
     /// what is due), then prepares the next: its descriptors go into the set, its timeout is the
     /// returned deadline. Returns whether anything was dispatched, and that deadline.
-    pub(crate) fn run(&mut self) -> (bool, Option<Instant>) {
+    pub(crate) fn run(&mut self, run: &Run<'_>) -> (bool, Option<Instant>) {
         let context = self.context.as_ptr();
         let mut dispatched = false;
         if let Some(max_priority) = self.prepared.take() {
-            self.fill_revents();
+            self.fill_revents(run);
             let n = c_int::try_from(self.fds.len()).unwrap_or(c_int::MAX);
             // SAFETY: the context is acquired by this thread and was prepared and queried by the
             // last run; `fds` holds `n` records, filled by that query.
@@ -103,70 +101,50 @@ impl PolledContext {
         (dispatched, deadline)
     }
 
-    /// `revents` for each record, from the set: what GLib wants of what is ready, and errors.
-    fn fill_revents(&mut self) {
-        let ready: HashMap<RawFd, Ready> = self.descriptors.ready().map(|r| (r.fd(), r)).collect();
+    /// `revents` for each record: what GLib wants of what the set found ready, and errors.
+    fn fill_revents(&mut self, run: &Run<'_>) {
         for record in &mut self.fds {
-            record.revents = ready.get(&record.fd).map_or(0, |ready| {
-                let mut revents = 0;
-                if ready.is_readable() {
-                    revents |= READ_EVENTS;
-                }
-                if ready.is_writable() {
-                    revents |= WRITE_EVENTS;
-                }
-                if ready.is_error() {
-                    revents |= ALWAYS_REPORTED & !(ffi::G_IO_NVAL as u16);
-                }
-                revents & (record.events | ALWAYS_REPORTED)
-            });
+            record.revents = 0;
+        }
+        for ready in run.ready() {
+            let mut revents = 0;
+            if ready.is_readable() {
+                revents |= READ_EVENTS;
+            }
+            if ready.is_writable() {
+                revents |= WRITE_EVENTS;
+            }
+            if ready.is_error() {
+                revents |= ffi::G_IO_ERR as u16;
+            }
+            if ready.is_hangup() {
+                revents |= ffi::G_IO_HUP as u16;
+            }
+            for record in self.fds.iter_mut().filter(|r| r.fd == ready.fd()) {
+                record.revents |= revents & (record.events | ALWAYS_REPORTED);
+            }
         }
     }
 
-    /// Makes the set watch exactly what the last query asked for.
+    /// Makes the set watch exactly what the last query asked for. A descriptor the kernel
+    /// refuses (a regular file) stays out of the set; GLib's sources here poll sockets and its
+    /// own wake-up only.
     fn watch_what_glib_polls(&mut self) {
-        let mut wanted: HashMap<RawFd, Interest> = HashMap::new();
-        for record in &self.fds {
-            let interest = match (
-                record.events & READ_EVENTS != 0,
-                record.events & WRITE_EVENTS != 0,
-            ) {
-                (true, true) => Interest::READABLE | Interest::WRITABLE,
-                (false, true) => Interest::WRITABLE,
-                (true, false) => Interest::READABLE,
-                (false, false) => continue,
-            };
-            wanted
-                .entry(record.fd)
-                .and_modify(|both| *both = *both | interest)
-                .or_insert(interest);
-        }
-        let gone: Vec<RawFd> = self
-            .descriptors
-            .watched()
-            .map(|(fd, _)| fd)
-            .filter(|fd| !wanted.contains_key(fd))
-            .collect();
-        for fd in gone {
-            // SAFETY: the number only names the descriptor to epoll_ctl(DEL). If its source closed
-            // it since, the kernel has dropped it from the set already and the call fails
-            // (EBADF, or ENOENT for a number reused meanwhile), which changes nothing.
-            let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
-            let _ = self.descriptors.unwatch(borrowed);
-        }
-        // Every wanted descriptor again, not only the changed ones: a source may have closed its
-        // descriptor and another opened one under the same number since the last query, which
-        // the kernel's set no longer holds (`watch` adds it back). GLib's own poll() hands the
-        // kernel every descriptor on every iteration too.
-        for (fd, interest) in wanted {
-            // SAFETY: GLib just returned this descriptor from a query: the source polling it
-            // holds it open while it is attached, and this thread owns the context, so no source
-            // goes away between the query and here.
-            let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
-            // A descriptor the kernel refuses (a regular file) stays out of the set and its
-            // record; GLib's sources here poll sockets and its own wake-up only.
-            let _ = self.descriptors.watch(borrowed, interest);
-        }
+        let _ = self.descriptors.watch_only(self.fds.iter().map(|record| {
+            let mut interest = Interest::NONE;
+            if record.events & READ_EVENTS != 0 {
+                interest |= Interest::READABLE;
+            }
+            if record.events & WRITE_EVENTS != 0 {
+                interest |= Interest::WRITABLE;
+            }
+            (record.fd, interest)
+        }));
+    }
+
+    /// Whether this thread owns the context.
+    pub(crate) fn is_owner(&self) -> bool {
+        self.context.is_owner()
     }
 }
 

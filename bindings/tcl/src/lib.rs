@@ -69,14 +69,16 @@ unsafe extern "C" fn fire(client_data: *mut c_void) {
 }
 
 impl Interp {
-    fn new(schedule: Schedule, counters: Arc<Counters>) -> Interp {
+    fn new(schedule: Schedule, counters: Arc<Counters>) -> Result<Interp, ffi_pump::FactoryError> {
         static INIT: Once = Once::new();
         // SAFETY: initialises Tcl's process-wide state; a null argv0 is allowed.
         INIT.call_once(|| unsafe { ffi::Tcl_FindExecutable(std::ptr::null()) });
         // SAFETY: no precondition; the interpreter belongs to this (the pump) thread.
         let raw = unsafe { ffi::Tcl_CreateInterp() };
-        assert!(!raw.is_null(), "Tcl_CreateInterp returned null");
-        Interp {
+        if raw.is_null() {
+            return Err("Tcl_CreateInterp returned null".into());
+        }
+        Ok(Interp {
             raw,
             schedule,
             pending: HashMap::new(),
@@ -84,7 +86,7 @@ impl Interp {
             timers: Timers::default(),
             counters,
             inside: AtomicBool::new(false),
-        }
+        })
     }
 
     /// Creates a Tcl timer `delay` from now that completes `id`.
@@ -202,9 +204,10 @@ impl Tcl {
     pub fn new(schedule: Schedule) -> Result<Tcl, Error> {
         let counters = Arc::new(Counters::default());
         let proof = counters.clone();
-        let (pump, interp) = Pump::builder()
-            .name("tcl")
-            .build_with_state(move || Interp::new(schedule, proof), Interp::run_once)?;
+        let (pump, interp) = Pump::builder().name("tcl").build_with_state(
+            move |_| Interp::new(schedule, proof),
+            |interp, _| interp.run_once(),
+        )?;
         Ok(Tcl {
             pump,
             interp,

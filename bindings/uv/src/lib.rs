@@ -191,7 +191,7 @@ impl Uv {
         let proof = counters.clone();
         let (pump, uv) = Pump::builder()
             .name("libuv")
-            .build_with_state(move || Loop::new(proof), Loop::run_once)?;
+            .build_with_state(move |_| Ok(Loop::new(proof)), |uv, _| uv.run_once())?;
         Ok(Uv { pump, uv, counters })
     }
 
