@@ -77,12 +77,10 @@ impl Builder {
     /// clock (such as `Duration::MAX`) means the timer never fires: the loop then runs only for
     /// [`Pump::kick`] and [`Pump::turn`].
     ///
-    /// Only pumps that tick have an interval: [`build`](Builder::build) and
-    /// [`build_on_thread`](Builder::build_on_thread). A pump whose `run_once` reports its
-    /// deadlines ([`build`](Builder::build) with a `run_once` that returns `Option<Instant>`,
-    /// [`build_with_state`](Builder::build_with_state),
-    /// [`build_with_descriptors`](Builder::build_with_descriptors)) refuses one with
-    /// [`Error::InvalidConfig`] rather than ignore it.
+    /// Only pumps that tick have an interval: those whose `run_once` returns `()` or a
+    /// [`Next`](crate::Next), wherever the loop lives. A pump whose `run_once` returns
+    /// `Option<Instant>` (its own deadlines) refuses one with [`Error::InvalidConfig`] rather
+    /// than ignore it.
     ///
     /// # Examples
     ///

@@ -32,7 +32,7 @@ pub enum Error {
     /// The pump was closed: [`Pump::close`](crate::Pump::close) was called, the last
     /// [`Pump`](crate::Pump) handle was dropped, or the task driving it was dropped.
     Closed,
-    /// `run_once` (or the factory of [`Builder::build_on_thread`](crate::Builder::build_on_thread))
+    /// `run_once` (or the factory of [`Builder::build_with_state`](crate::Builder::build_with_state))
     /// panicked; the pump is poisoned and stopped.
     Panicked,
     /// Nothing drives the pump: neither [`Pump::spawn`](crate::Pump::spawn) nor

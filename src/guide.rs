@@ -102,7 +102,8 @@
 //! }
 //!
 //! # futures_lite::future::block_on(async {
-//! let (_pump, timers) = Pump::builder().build_with_state(Timers::default, Timers::run_once)?;
+//! let (_pump, timers) = Pump::builder()
+//!     .build_with_state(|_setup| Ok(Timers::default()), |timers, _run| timers.run_once())?;
 //! let at = Instant::now() + Duration::from_millis(20);
 //! let fired = timers
 //!     .request(
@@ -122,44 +123,65 @@
 //!
 //! # Descriptor callbacks (curl, D-Bus)
 //!
-//! The library tells its loop, one descriptor at a time, what to watch
-//! (`CURLMOPT_SOCKETFUNCTION`, `dbus_connection_set_watch_functions`). Build with
-//! [`Builder::build_with_descriptors`]: the factory gets the [`Descriptors`] set for the state;
-//! the callbacks watch and unwatch in it (they fire inside `run_once` or a call, on the loop's
-//! thread); each run reads [`Descriptors::ready`] and hands each ready descriptor to the library.
-//! The pump waits on the whole set, whether or not a task waits (data the library queued goes
-//! out), on the loop's deadline, on kicks and calls.
+//! The library tells its loop, one watch at a time, what to watch (`CURLMOPT_SOCKETFUNCTION`,
+//! `dbus_connection_set_watch_functions`). Take the pump's set in the factory
+//! ([`Setup::descriptors`]) and give its callbacks a clone each: they register the descriptor
+//! the library names under a token of your choice (curl: the socket; D-Bus: the watch), for
+//! reading, writing or nothing (a disabled watch), and remove it — no lock, no `unsafe`. Each
+//! run hands [`Run::ready`] to the library, token by token; its callbacks may change the set
+//! meanwhile. When its timer callback fires, keep the instant and return it from `run_once`;
+//! [`Run::deadline_passed`] says when it came. The pump waits on the whole set, whether or not a
+//! task waits (data the library queued goes out), on the deadline, on kicks and calls.
 //!
 //! ```
 //! # #[cfg(any(target_os = "linux", target_os = "android"))]
 //! # {
-//! use ffi_pump::{Completer, Descriptors, Interest, Pump};
+//! use ffi_pump::{Completer, Descriptors, Interest, Pump, Run};
 //! use std::io::{Read, Write};
+//! use std::os::fd::AsRawFd;
 //! use std::os::unix::net::UnixStream;
 //! use std::time::Duration;
 //!
-//! /// Stand-in for a library with one connection and replies it hands to whoever asked.
+//! const READ_WATCH: u64 = 1;
+//! const WRITE_WATCH: u64 = 2;
+//!
+//! /// Stand-in for a D-Bus-like connection: a read watch and a write watch on one socket, each
+//! /// toggled by the library on its own.
 //! struct Connection {
-//!     descriptors: Descriptors,
+//!     set: Descriptors, // what the library's watch callbacks hold
 //!     socket: UnixStream,
+//!     outgoing: Vec<u8>,
 //!     waiting: Vec<Completer<Vec<u8>>>,
 //! }
 //!
 //! impl Connection {
-//!     fn run_once(&mut self) -> Option<std::time::Instant> {
-//!         let readable = self.descriptors.ready().any(|ready| ready.is_readable());
-//!         if readable {
-//!             let mut reply = vec![0; 64];
-//!             let n = self.socket.read(&mut reply).unwrap_or(0);
-//!             reply.truncate(n);
-//!             if let Some(done) = self.waiting.pop() {
-//!                 done.complete(reply);
+//!     /// The library's "toggle watch" callbacks.
+//!     fn watches(&self) -> std::io::Result<()> {
+//!         let (fd, writing) = (self.socket.as_raw_fd(), !self.outgoing.is_empty());
+//!         self.set.watch(fd, Interest::READABLE, READ_WATCH)?;
+//!         self.set.watch(fd, if writing { Interest::WRITABLE } else { Interest::NONE }, WRITE_WATCH)
+//!     }
+//!
+//!     fn run_once(&mut self, run: &Run<'_>) -> Option<std::time::Instant> {
+//!         for ready in run.ready() {
+//!             match ready.token() {
+//!                 // dbus_watch_handle(watch, DBUS_WATCH_WRITABLE)
+//!                 WRITE_WATCH => {
+//!                     let sent = self.socket.write(&self.outgoing).unwrap_or(0);
+//!                     self.outgoing.drain(..sent);
+//!                 }
+//!                 // dbus_watch_handle(watch, DBUS_WATCH_READABLE), then dispatch
+//!                 _ => {
+//!                     let mut reply = vec![0; 64];
+//!                     let n = self.socket.read(&mut reply).unwrap_or(0);
+//!                     reply.truncate(n);
+//!                     if let Some(done) = self.waiting.pop() {
+//!                         done.complete(reply);
+//!                     }
+//!                 }
 //!             }
 //!         }
-//!         if self.waiting.is_empty() {
-//!             // The library's watch callback: nothing to read for now.
-//!             let _ = self.descriptors.unwatch(&self.socket);
-//!         }
+//!         let _ = self.watches(); // the library toggles its watches as it goes
 //!         None
 //!     }
 //! }
@@ -167,18 +189,25 @@
 //! # futures_lite::future::block_on(async {
 //! let (socket, mut server) = UnixStream::pair()?;
 //! socket.set_nonblocking(true)?;
-//! let (_pump, connection) = Pump::builder().build_with_descriptors(
-//!     move |descriptors| Connection { descriptors, socket, waiting: Vec::new() },
+//! let (_pump, connection) = Pump::builder().build_with_state(
+//!     move |setup| {
+//!         let connection =
+//!             Connection { set: setup.descriptors()?, socket, outgoing: Vec::new(), waiting: Vec::new() };
+//!         connection.watches()?; // dbus_connection_set_watch_functions()
+//!         Ok(connection)
+//!     },
 //!     Connection::run_once,
 //! )?;
 //! let reply = connection.request(
 //!     |connection, done| {
+//!         connection.outgoing.extend_from_slice(b"ping"); // dbus_connection_send()
 //!         connection.waiting.push(done);
-//!         // The library's watch callback: a reply is expected.
-//!         let _ = connection.descriptors.watch(&connection.socket, Interest::READABLE);
+//!         let _ = connection.watches();
 //!     },
 //!     |connection, _| connection.waiting.clear(),
 //! );
+//! let mut ping = [0; 4];
+//! server.read_exact(&mut ping)?; // sent by the write watch
 //! server.write_all(b"pong")?;
 //! assert_eq!(reply.timeout(Duration::from_secs(2)).await?, b"pong");
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -189,57 +218,45 @@
 //! # Descriptor lists (GLib, libusb)
 //!
 //! The library hands out its whole list at once, each iteration (`g_main_context_query`'s
-//! `GPollFD`s, `libusb_get_pollfds`). Bring the set in line with the list in `run_once`, using
-//! [`Descriptors::watched`] to see what it holds, then read [`Descriptors::ready`] at the next
-//! run (GLib's check) — the repository's GLib binding does exactly this
+//! `GPollFD`s, `libusb_get_pollfds`). Hand the list to [`Descriptors::watch_only`] in `run_once`
+//! (the set adds, changes and removes what differs), and read [`Run::ready`] at the next run
+//! (GLib's check) — the repository's GLib binding does exactly this
 //! (`bindings/glib/src/polled.rs`).
 //!
 //! ```
 //! # #[cfg(any(target_os = "linux", target_os = "android"))]
 //! # {
-//! use ffi_pump::{Descriptors, Interest, Pump};
-//! use std::collections::HashSet;
-//! use std::os::fd::{AsFd, AsRawFd};
+//! use ffi_pump::{Descriptors, Interest, Pump, Run};
+//! use std::os::fd::AsRawFd;
 //! use std::os::unix::net::UnixStream;
 //!
 //! /// Stand-in for a library whose poll list is its sockets, all for reading.
 //! struct Context {
-//!     descriptors: Descriptors,
+//!     set: Descriptors,
 //!     sockets: Vec<UnixStream>,
-//!     iterations: u32,
 //! }
 //!
 //! impl Context {
-//!     fn run_once(&mut self) -> Option<std::time::Instant> {
-//!         self.iterations += 1;
-//!         let _ready: Vec<_> = self.descriptors.ready().collect(); // g_main_context_check()
-//!         // g_main_context_query(): the list, whole; the set brought in line with it. A
-//!         // descriptor no longer listed was closed here (one still open is `unwatch`ed).
-//!         let listed: HashSet<_> = self.sockets.iter().map(|s| s.as_raw_fd()).collect();
-//!         let stale: Vec<_> = self
-//!             .descriptors
-//!             .watched()
-//!             .filter(|(fd, _)| !listed.contains(fd))
-//!             .map(|(fd, _)| fd)
-//!             .collect();
-//!         for fd in stale {
-//!             self.descriptors.forget(fd);
-//!         }
-//!         for socket in &self.sockets {
-//!             let _ = self.descriptors.watch(socket.as_fd(), Interest::READABLE);
-//!         }
+//!     fn run_once(&mut self, run: &Run<'_>) -> Option<std::time::Instant> {
+//!         let _revents = run.ready(); // g_main_context_check(), then dispatch
+//!         // g_main_context_query(): the list, whole.
+//!         let list = self.sockets.iter().map(|s| (s.as_raw_fd(), Interest::READABLE));
+//!         let _ = self.set.watch_only(list);
 //!         None
 //!     }
 //! }
 //!
 //! # futures_lite::future::block_on(async {
 //! let (a, _peer) = UnixStream::pair()?;
-//! let (pump, context) = Pump::builder().build_with_descriptors(
-//!     move |descriptors| Context { descriptors, sockets: vec![a], iterations: 0 },
+//! let (pump, context) = Pump::builder().build_with_state(
+//!     move |setup| Ok(Context { set: setup.descriptors()?, sockets: vec![a] }),
 //!     Context::run_once,
 //! )?;
 //! pump.turn().await?;
-//! assert_eq!(context.call(|context| context.descriptors.len()).await?, 1);
+//! assert_eq!(context.call(|context| context.set.len()).await?, 1);
+//! context.call(|context| context.sockets.clear()).await?; // a source went away
+//! pump.turn().await?;
+//! assert_eq!(context.call(|context| context.set.len()).await?, 0);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! # }).unwrap();
 //! # }
@@ -255,7 +272,9 @@
 //!
 //! [`Builder::build`]: crate::Builder::build
 //! [`Builder::build_with_state`]: crate::Builder::build_with_state
-//! [`Builder::build_with_descriptors`]: crate::Builder::build_with_descriptors
+//! [`Setup::descriptors`]: crate::Setup::descriptors
+//! [`Run::ready`]: crate::Run::ready
+//! [`Run::deadline_passed`]: crate::Run::deadline_passed
 //! [`LoopHandle`]: crate::LoopHandle
 //! [`LoopHandle::request`]: crate::LoopHandle::request
 //! [`LoopHandle::subscribe`]: crate::LoopHandle::subscribe
@@ -266,5 +285,4 @@
 //! [`Completions`]: crate::Completions
 //! [`Completer`]: crate::Completer
 //! [`Descriptors`]: crate::Descriptors
-//! [`Descriptors::ready`]: crate::Descriptors::ready
-//! [`Descriptors::watched`]: crate::Descriptors::watched
+//! [`Descriptors::watch_only`]: crate::Descriptors::watch_only

@@ -92,7 +92,7 @@
 //! | a [`LoopHandle::call`] closure | the panic resumes in the task awaiting the call | goes on | `loop_handle.rs :: a_panicking_call_fails_only_itself` |
 //! | a [`LoopHandle::post`] closure, [`LoopHandle::submit`]'s `start` | none: caught on the loop's thread | goes on | `loop_handle.rs :: a_panicking_call_fails_only_itself` |
 //! | [`LoopHandle::submit`]'s `cancel`, [`WaitKey::on_cancel`] | none (the wait had ended); its key is free again | goes on | `promises.rs :: issue_21_a_panicking_cancel_frees_its_key` |
-//! | the factory of a loop on its thread | every wait, call and post (also those sent while it ran) ends with [`Error::Panicked`] | closes | `promises.rs :: issue_21_calls_end_when_the_factory_panics` |
+//! | the factory of a loop on its thread | no pump is made: [`Builder::build_with_state`] returns [`Error::Panicked`] (an `Err` from the factory: [`Error::Factory`]) | never opens | `promises.rs :: issue_21_calls_end_when_the_factory_panics` |
 //! | `Drop` of the loop's state | none (they ended at the close) | [`Stats::panicked`]; [`Pump::closed`] returns | `promises.rs :: issue_21_a_panicking_drop_of_the_state_is_reported` |
 //! | `Drop` of what `run_once` captured | end with [`Error::Closed`] as at any close | caught wherever the last reference goes (on smol this aborted) | `promises.rs :: issue_21_a_panicking_drop_of_run_once_never_aborts` |
 //! | `Drop` of what a check, a call or a post captured | unaffected | caught; goes on | `promises.rs :: issue_21_panicking_drops_of_checks_and_calls_stay_in_the_pump` |
@@ -104,7 +104,7 @@
 //! additive, and [`Backend::detect`] documents which one [`Pump::spawn`] picks. With no runtime at
 //! all, two kinds of thread, named apart everywhere (thread names, the `tracing` span):
 //! [`Backend::Thread`] spawns **a thread that drives the pump future** ("ffi-pump-driver",
-//! span `thread`); [`Builder::build_on_thread`] and [`Builder::build_with_state`] put **the
+//! span `thread`); [`Builder::build_with_state`] puts **the
 //! loop on its own thread** ("ffi-pump-loop", span `loop-thread`), which also keeps a `!Send` C
 //! handle on the one thread that owns it.
 //!
@@ -118,8 +118,12 @@
 //! | | `()`: ticks | `Option<Instant>`: its own deadline | [`Next`]: either, run by run |
 //! |---|---|---|---|
 //! | **in the pump**: [`Builder::build`], spawned on any executor | a run per interval while anyone waits | a run at each deadline, none while nothing is due; refuses an interval | as it says |
-//! | **on its own thread**, with state: [`Builder::build_with_state`] (`build_on_thread`: no state to reach) | the same, on that thread | the same, on that thread; calls kick it | as it says |
-//! | **with a descriptor set** (Linux): `Builder::build_with_descriptors` (on its own thread), or `Descriptors::new()` given to [`Builder::run_on_readable`] in the pump | plus a run whenever a watched descriptor is ready | the same | the same |
+//! | **on its own thread**, with state: [`Builder::build_with_state`]; `run_once` is told each [`Run`]'s cause, whether its deadline came and what is ready | the same, on that thread | the same, on that thread; calls kick it | as it says |
+//!
+//! The descriptor set ([`Descriptors`], Linux and Android) is there wherever the loop lives: on
+//! its own thread from [`Setup::descriptors`], in the pump as `Descriptors::new()` given to
+//! [`Builder::run_on_readable`]. Either way every cell above also runs whenever a registration
+//! in the set is ready.
 //!
 //! What each costs: a loop in the pump runs on whichever executor thread drives the pump (no
 //! thread of its own, but `run_once` must not block); a loop on its own thread costs that thread
@@ -130,19 +134,25 @@
 //! # Thread-affine libraries
 //!
 //! [`Builder::build_with_state`] makes a loop's state (a curl multi handle, a Tcl interpreter, a
-//! uv loop) on the loop's own thread and returns a [`LoopHandle`] to it: [`LoopHandle::call`] runs a
-//! closure there between runs and returns its value, [`LoopHandle::submit`] starts work there and
-//! waits for its key, with a cleanup that runs there if the wait gives up
-//! ([`WaitKey::on_cancel`]). `run_once` says when the loop next needs to run, and
-//! [`Pump::closed`] waits until the state was dropped on its thread.
+//! uv loop) on the loop's own thread, with a factory that may fail (its error comes back from
+//! the constructor), and returns a [`LoopHandle`] to it: [`LoopHandle::call`] runs a closure
+//! there between runs and returns its value, [`LoopHandle::request`] starts work there and waits
+//! for its one result with no id of the binding's own ([`LoopHandle::submit`] for results keyed
+//! in a [`Completions`] table, [`LoopHandle::subscribe`] for a stream of them), each with a
+//! cleanup that runs there if the caller gives up. `run_once` says when the loop next needs to
+//! run, [`Run`] tells it why it runs, and [`Pump::closed`] waits until the state was dropped on
+//! its thread.
 //!
 //! # Event-driven libraries
 //!
-//! A library that asks its loop to watch descriptors (libcurl's socket callback, GLib's
-//! `GPollFD`s, libusb's pollfds) keeps a `Descriptors` set (Linux and Android) in its state,
-//! given by `Builder::build_with_descriptors`: it watches descriptors for reading, writing or
-//! both, changes and drops them (from `run_once`, where such callbacks fire, or from a call), and
-//! each run reads which are ready and for what with `Descriptors::ready`. The pump waits on the
+//! A library that asks its loop to watch descriptors (libcurl's socket callback, D-Bus watches,
+//! GLib's `GPollFD`s, libusb's pollfds) keeps the pump's [`Descriptors`] set (Linux and Android,
+//! from [`Setup::descriptors`]) in its state and in its callbacks — a clone each, every method
+//! `&self`. It registers descriptors by number under tokens of its choosing, for reading,
+//! writing, both or nothing, several per descriptor, changes and drops them (from `run_once`,
+//! where such callbacks fire, or from a call), and each run reads what is ready in
+//! [`Run::ready`]. Watching a raw number takes no `unsafe` in the binding: the set carries that
+//! obligation (see "The library's part" on [`Descriptors`]). The pump waits on the
 //! whole set as one registration with the runtime's reactor, on the loop's deadline, on kicks and
 //! on calls, and nothing else: no interval. The repository's curl binding runs libcurl this way
 //! (`curl_multi_socket_action`), its GLib binding runs prepare, query, check and dispatch.

@@ -35,8 +35,8 @@ use crate::{Completer, Completions, Emitter, Error, Request, RequestId, Subscrip
 /// # futures_lite::future::block_on(async {
 /// // The state of a thread-affine C library: `Rc` is not `Send`, so it stays on its thread.
 /// let (pump, handle) = Pump::builder().build_with_state(
-///     || Rc::new(RefCell::new(Vec::<u32>::new())),
-///     |_jobs| None, // run_once: nothing of its own is ever due
+///     |_setup| Ok(Rc::new(RefCell::new(Vec::<u32>::new()))),
+///     |_jobs, _run| None, // run_once: nothing of its own is ever due
 /// )?;
 /// handle.post(|jobs| jobs.borrow_mut().push(1))?;
 /// let len = handle.call(|jobs| { jobs.borrow_mut().push(2); jobs.borrow().len() }).await?;
@@ -83,7 +83,7 @@ impl<S: 'static> LoopHandle<S> {
     ///
     /// # futures_lite::future::block_on(async {
     /// // The state keeps a kicker, e.g. for a C callback that queued outgoing data.
-    /// let (pump, handle) = Pump::builder().build_with_state(|| None::<Kicker>, |_| None)?;
+    /// let (pump, handle) = Pump::builder().build_with_state(|_| Ok(None::<Kicker>), |_, _| None)?;
     /// let kicker = handle.kicker();
     /// handle.call(move |state| *state = Some(kicker)).await?;
     /// drop((pump, handle)); // the pump closes although its state holds a kicker
@@ -119,7 +119,7 @@ impl<S: 'static> LoopHandle<S> {
     /// use ffi_pump::Pump;
     ///
     /// # futures_lite::future::block_on(async {
-    /// let (_pump, handle) = Pump::builder().build_with_state(|| 40_u32, |_| None)?;
+    /// let (_pump, handle) = Pump::builder().build_with_state(|_| Ok(40_u32), |_, _| None)?;
     /// assert_eq!(handle.call(|n| *n + 2).await?, 42);
     /// # Ok::<(), ffi_pump::Error>(())
     /// # }).unwrap();
@@ -167,7 +167,7 @@ impl<S: 'static> LoopHandle<S> {
     /// use ffi_pump::Pump;
     ///
     /// # futures_lite::future::block_on(async {
-    /// let (_pump, handle) = Pump::builder().build_with_state(|| 0_u32, |_| None)?;
+    /// let (_pump, handle) = Pump::builder().build_with_state(|_| Ok(0_u32), |_, _| None)?;
     /// handle.post(|n| *n += 1)?;
     /// assert_eq!(handle.call(|n| *n).await?, 1); // calls run in order
     /// # Ok::<(), ffi_pump::Error>(())
@@ -218,8 +218,8 @@ impl<S: 'static> LoopHandle<S> {
     /// let done = Completions::new();
     /// let table = done.clone();
     /// let (pump, library) = Pump::builder().build_with_state(
-    ///     move || Library { requests: HashMap::new(), done: table },
-    ///     |library| {
+    ///     move |_| Ok(Library { requests: HashMap::new(), done: table }),
+    ///     |library, _| {
     ///         for (id, text) in library.requests.drain() {
     ///             library.done.complete(id, text.len()); // ffi::process_requests()
     ///         }
@@ -371,7 +371,7 @@ impl<S: 'static> LoopHandle<S> {
     /// }
     ///
     /// # futures_lite::future::block_on(async {
-    /// let (_pump, resolver) = Pump::builder().build_with_state(Resolver::default, |resolver| {
+    /// let (_pump, resolver) = Pump::builder().build_with_state(|_| Ok(Resolver::default()), |resolver, _| {
     ///     for (_, (name, done)) in resolver.lookups.drain() {
     ///         done.complete(name.len()); // ffi::process(); then each answer
     ///     }
@@ -431,7 +431,7 @@ impl<S: 'static> LoopHandle<S> {
     ///
     /// # futures_lite::future::block_on(async {
     /// // A library with one signal source: each subscriber gets every value, until it goes.
-    /// let (pump, bus) = Pump::builder().build_with_state(Vec::<Emitter<u32>>::new, |_| None)?;
+    /// let (pump, bus) = Pump::builder().build_with_state(|_| Ok(Vec::<Emitter<u32>>::new()), |_, _| None)?;
     /// let mut signals = bus.subscribe(16, |subscribers, signal| subscribers.push(signal), |_, _| {});
     /// bus.call(|subscribers| {
     ///     for value in 1..=3 {

@@ -204,7 +204,7 @@ impl Pump {
     /// called does not count (it may have passed the point where it would see work the caller
     /// just submitted to the C side): `turn` waits for it to end and then runs, or joins, the
     /// next. So after `turn().await` returns `Ok`, the loop has run at least once entirely after
-    /// the call. On a pump built with [`Builder::build_on_thread`], the pump thread runs the loop
+    /// the call. On a pump built with [`Builder::build_with_state`], the loop's thread runs the loop
     /// and this waits for that run.
     ///
     /// # Errors
@@ -485,7 +485,7 @@ impl Pump {
     /// # futures_lite::future::block_on(async {
     /// let freed = Arc::new(AtomicBool::new(false));
     /// let flag = freed.clone();
-    /// let (pump, _handle) = Pump::builder().build_with_state(move || Library(flag), |_| None)?;
+    /// let (pump, _handle) = Pump::builder().build_with_state(move |_| Ok(Library(flag)), |_, _| None)?;
     /// pump.close();
     /// pump.closed().await?;
     /// assert!(freed.load(Ordering::SeqCst)); // dropped on the pump thread, which has ended

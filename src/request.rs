@@ -25,7 +25,7 @@ impl RequestId {
     /// use ffi_pump::Pump;
     ///
     /// # futures_lite::future::block_on(async {
-    /// let (_pump, handle) = Pump::builder().build_with_state(|| (), |_| None)?;
+    /// let (_pump, handle) = Pump::builder().build_with_state(|_| Ok(()), |_, _| None)?;
     /// let request = handle.request(
     ///     |_, done| {
     ///         let id = done.id().get();
@@ -86,8 +86,8 @@ impl<V> Completer<V> {
     /// # futures_lite::future::block_on(async {
     /// // The library keeps the completers of its running work, and completes them as it finishes.
     /// let (_pump, library) = Pump::builder().build_with_state(
-    ///     Vec::<Completer<&str>>::new,
-    ///     |running| {
+    ///     |_| Ok(Vec::<Completer<&str>>::new()),
+    ///     |running, _| {
     ///         for done in running.drain(..) {
     ///             done.complete("finished"); // ffi::process(); then report each result
     ///         }
@@ -165,7 +165,7 @@ impl<V: Send + 'static> Request<V> {
     /// use std::time::Duration;
     ///
     /// # futures_lite::future::block_on(async {
-    /// let (_pump, handle) = Pump::builder().build_with_state(Vec::new, |_| None)?;
+    /// let (_pump, handle) = Pump::builder().build_with_state(|_| Ok(Vec::new()), |_, _| None)?;
     /// let never = handle
     ///     .request(|kept, done| kept.push(done), |kept, _| kept.clear()) // never completed
     ///     .timeout(Duration::from_millis(20));

@@ -97,8 +97,8 @@ impl<V> Emitter<V> {
     /// # futures_lite::future::block_on(async {
     /// // A library that emits a tick on each of its runs to whoever subscribed.
     /// let (_pump, library) = Pump::builder().build_with_state(
-    ///     || (Vec::<Emitter<u32>>::new(), 0),
-    ///     |(subscribers, ticks)| {
+    ///     |_| Ok((Vec::<Emitter<u32>>::new(), 0)),
+    ///     |(subscribers, ticks), _| {
     ///         *ticks += 1;
     ///         subscribers.retain(|tick| tick.emit(*ticks).is_ok() || tick.is_open());
     ///         None
@@ -177,7 +177,7 @@ impl<V> fmt::Debug for Emitter<V> {
 ///
 /// # futures_lite::future::block_on(async {
 /// // A library that emits three values, then ends the subscription itself.
-/// let (_pump, library) = Pump::builder().build_with_state(|| (), |_| None)?;
+/// let (_pump, library) = Pump::builder().build_with_state(|_| Ok(()), |_, _| None)?;
 /// let values = library.subscribe(4, |_, emitter: Emitter<u8>| {
 ///     for value in 1..=3 {
 ///         let _ = emitter.emit(value);

@@ -24,7 +24,7 @@ pub(crate) enum Runner {
     /// Here: whoever holds the lock calls it. Whatever drops it last (the pump's last handle,
     /// a task that held it) is spared a panic from its captures' `Drop`.
     Here(DropCaught<RunOnce>),
-    /// On the pump's own thread ([`Builder::build_on_thread`](crate::Builder::build_on_thread)),
+    /// On the loop's own thread ([`Builder::build_with_state`](crate::Builder::build_with_state)),
     /// the only place that may call it; the thread passes it to [`LoopGuard::run`].
     OnPumpThread,
     /// Dropped: the pump closed and [`Pump::closed`](crate::Pump::closed) let go of it.

@@ -303,8 +303,8 @@ impl Descriptors {
     /// # Errors
     ///
     /// What the kernel says (`EBADF` for a closed descriptor, `EPERM` for a regular file,
-    /// `EINVAL` for the set itself, `ELOOP` for a set that watches this one); the set is left as
-    /// it was, and stays usable.
+    /// `EINVAL` for the set itself, `ELOOP` for a set that watches this one; `EBADF` for a
+    /// negative number, whatever the interest); the set is left as it was, and stays usable.
     ///
     /// # Examples
     ///
@@ -322,6 +322,9 @@ impl Descriptors {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn watch(&self, fd: RawFd, interest: Interest, token: u64) -> io::Result<()> {
+        if fd < 0 {
+            return Err(rustix::io::Errno::BADF.into());
+        }
         let mut table = self.table();
         let moved_from = match table.tokens.get(&token) {
             Some(old) if old.fd != fd => Some(old.fd),
@@ -578,9 +581,16 @@ impl Table {
     }
 }
 
-/// Calls `f` with the library's descriptor `fd`, for one `epoll_ctl` that names it.
+/// Calls `f` with the library's descriptor `fd`, for one `epoll_ctl` that names it; a negative
+/// number (no descriptor at all) is `EBADF`, as the kernel would say.
 #[allow(unsafe_code)]
-fn by_number<T>(fd: RawFd, f: impl FnOnce(BorrowedFd<'_>) -> T) -> T {
+fn by_number<T>(
+    fd: RawFd,
+    f: impl FnOnce(BorrowedFd<'_>) -> rustix::io::Result<T>,
+) -> rustix::io::Result<T> {
+    if fd < 0 {
+        return Err(rustix::io::Errno::BADF);
+    }
     // SAFETY: the borrow lasts for one `epoll_ctl` and is never read or written through. The
     // library promises the number is open while it is registered ("The library's part"); if it
     // broke that promise, the call fails with `EBADF` or names whatever file took the number,

@@ -269,7 +269,7 @@ where
     /// // Stand-in for a thread-affine C library: the ids of its running transfers.
     /// let done = Completions::<u32, ()>::new();
     /// let (pump, transfers) =
-    ///     Pump::builder().build_with_state(HashSet::<u32>::new, |_| None)?;
+    ///     Pump::builder().build_with_state(|_| Ok(HashSet::<u32>::new()), |_, _| None)?;
     /// transfers.call(|running| running.insert(1)).await?; // start transfer 1
     /// let outcome = pump
     ///     .wait_key(&done, 1)
