@@ -3,6 +3,7 @@
 //! That it closed is a bit of [`Rounds`](super::Rounds); the close path itself is
 //! [`Core::close`](super::Core::close).
 
+use std::collections::HashMap;
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Weak;
 
@@ -49,7 +50,11 @@ impl Default for Close {
 
 #[derive(Default)]
 struct Hooks {
-    list: Vec<Weak<dyn CloseHook>>,
+    /// By address: a `Weak` keeps its allocation, so a live entry's address is not reused.
+    list: HashMap<usize, Weak<dyn CloseHook>>,
+    /// How many entries the last sweep of dropped hooks left: the next one comes at twice that,
+    /// so each hook added costs O(1) however many are live (one per request and subscription).
+    swept: usize,
     /// Set by the close: a hook added later is told at once.
     told: bool,
 }
@@ -79,13 +84,15 @@ impl Close {
             }
             return;
         }
-        // `Weak::ptr_eq` between live `Weak`s cannot be fooled by a reused address: a `Weak`
-        // keeps its allocation.
-        if hooks.list.iter().any(|known| known.ptr_eq(&hook)) {
+        let address = Weak::as_ptr(&hook).cast::<()>() as usize;
+        if hooks.list.contains_key(&address) {
             return;
         }
-        hooks.list.retain(|known| known.strong_count() > 0);
-        hooks.list.push(hook);
+        if hooks.list.len() >= 2 * hooks.swept.max(16) {
+            hooks.list.retain(|_, known| known.strong_count() > 0);
+            hooks.swept = hooks.list.len();
+        }
+        hooks.list.insert(address, hook);
     }
 
     /// The loop was dropped after the close: wakes [`Pump::closed`](crate::Pump::closed).
@@ -110,7 +117,7 @@ impl Close {
             hooks.told = true;
             std::mem::take(&mut hooks.list)
         };
-        for hook in list.iter().filter_map(Weak::upgrade) {
+        for hook in list.values().filter_map(Weak::upgrade) {
             hook.closed();
         }
     }

@@ -143,9 +143,9 @@ impl Ready {
 /// them. A library unwatches a descriptor before it closes it, as libcurl
 /// (`CURL_POLL_REMOVE`), D-Bus (`remove_watch`), GLib (`g_source_remove_unix_fd`) and libusb do;
 /// the set carries the rest. If a library closes first while a duplicate of the descriptor
-/// stays open elsewhere (a forked child), the kernel keeps reporting the old file; the set arms
-/// each descriptor for one report at a time and re-arms only registrations it still holds, so
-/// such a leftover is reported at most once, then never again, and the pump does not spin.
+/// stays open elsewhere (a forked child), the kernel keeps reporting the old file under a key
+/// the set no longer holds; the set then moves its registrations to a new epoll instance, so the
+/// leftover is reported at most once and the pump does not spin.
 ///
 /// # Examples
 ///
@@ -185,14 +185,19 @@ pub struct Descriptors {
     inner: Arc<Inner>,
 }
 
+/// Two epoll instances: the registrations are in the inner one, which the outer one (what the
+/// reactor watches) holds. A report for a descriptor the library closed while watched, whose
+/// file lives on elsewhere, cannot be taken out of an epoll set; the set then moves every
+/// registration to a new inner instance and drops the old one with its leftover.
 struct Inner {
-    epoll: OwnedFd,
+    outer: OwnedFd,
     table: Mutex<Table>,
 }
 
 /// The registrations, by token and by descriptor.
-#[derive(Default)]
 struct Table {
+    /// The inner epoll instance.
+    epoll: OwnedFd,
     tokens: HashMap<u64, Registration>,
     fds: HashMap<RawFd, Watched>,
     /// The key of each watched descriptor's kernel entry, back to its number.
@@ -231,7 +236,7 @@ impl fmt::Debug for Descriptors {
 /// [`run_on_readable`](crate::Builder::run_on_readable).
 impl AsFd for Descriptors {
     fn as_fd(&self) -> BorrowedFd<'_> {
-        self.inner.epoll.as_fd()
+        self.inner.outer.as_fd()
     }
 }
 
@@ -277,10 +282,19 @@ impl Descriptors {
     /// # }).unwrap();
     /// ```
     pub fn new() -> io::Result<Descriptors> {
+        let outer = epoll::create(epoll::CreateFlags::CLOEXEC)?;
+        let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
+        epoll::add(&outer, &epoll, EventData::new_u64(0), EventFlags::IN)?;
         Ok(Descriptors {
             inner: Arc::new(Inner {
-                epoll: epoll::create(epoll::CreateFlags::CLOEXEC)?,
-                table: Mutex::new(Table::default()),
+                outer,
+                table: Mutex::new(Table {
+                    epoll,
+                    tokens: HashMap::new(),
+                    fds: HashMap::new(),
+                    keys: HashMap::new(),
+                    next_key: 0,
+                }),
             }),
         })
     }
@@ -298,7 +312,8 @@ impl Descriptors {
     /// names (another interest, or another descriptor).
     ///
     /// [`Interest::NONE`] keeps the registration without waiting on it. The library unwatches
-    /// before it closes the descriptor (see "The library's part" above).
+    /// before it closes the descriptor (see "The library's part" above). Re-watching with what
+    /// the registration already asks costs no system call.
     ///
     /// # Errors
     ///
@@ -322,6 +337,12 @@ impl Descriptors {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn watch(&self, fd: RawFd, interest: Interest, token: u64) -> io::Result<()> {
+        self.watch_as(fd, interest, token, false)
+    }
+
+    /// [`watch`](Descriptors::watch); `force`: hands the descriptor to the kernel even if the
+    /// registration is unchanged.
+    fn watch_as(&self, fd: RawFd, interest: Interest, token: u64, force: bool) -> io::Result<()> {
         if fd < 0 {
             return Err(rustix::io::Errno::BADF.into());
         }
@@ -331,7 +352,7 @@ impl Descriptors {
             _ => None,
         };
         let asked = table.asked_with(fd, token, Some(interest));
-        self.apply(&mut table, fd, asked)?;
+        self.apply(&mut table, fd, asked, force)?;
         table.tokens.insert(token, Registration { fd, interest });
         let watched = table.fds.get_mut(&fd).expect("applied above");
         if !watched.tokens.contains(&token) {
@@ -406,7 +427,7 @@ impl Descriptors {
             self.unwatch(token)?;
         }
         for (fd, interest) in wanted {
-            self.watch(fd, interest, fd as u64)?;
+            self.watch_as(fd, interest, fd as u64, true)?;
         }
         Ok(())
     }
@@ -447,7 +468,7 @@ impl Descriptors {
     /// cleared first), so a busy loop does not allocate one each run.
     pub fn ready_into(&self, ready: &mut Vec<Ready>) {
         ready.clear();
-        let table = self.table();
+        let mut table = self.table();
         let capacity = table.fds.len().clamp(1, 4096);
         let mut events = Vec::with_capacity(capacity);
         let zero = rustix::event::Timespec {
@@ -456,18 +477,17 @@ impl Descriptors {
         };
         // Failing here (EINTR) only means nothing is handed this run; what is ready stays so.
         let _ = epoll::wait(
-            &self.inner.epoll,
+            &table.epoll,
             rustix::buffer::spare_capacity(&mut events),
             Some(&zero),
         );
+        let mut leftover = false;
         for event in &events {
-            // A key the set no longer holds: a descriptor closed while watched whose file lives
-            // on elsewhere. Not re-armed, it is never reported again.
             let Some(&fd) = table.keys.get(&event.data.u64()) else {
+                leftover = true;
                 continue;
             };
-            let watched = &table.fds[&fd];
-            for token in &watched.tokens {
+            for token in &table.fds[&fd].tokens {
                 let interest = table.tokens[token].interest;
                 let flags = event.flags & (interest.flags() | EventFlags::ERR | EventFlags::HUP);
                 if !interest.is_empty() && !flags.is_empty() {
@@ -478,9 +498,32 @@ impl Descriptors {
                     });
                 }
             }
-            // Armed again at once: still ready, it is reported at the next look (level).
-            let _ = self.control(false, fd, watched.key, watched.asked);
         }
+        if leftover {
+            // Failing, the leftover is reported again next time, and the move tried again.
+            let _ = self.move_to_new_instance(&mut table);
+        }
+    }
+
+    /// Moves every registration to a new inner epoll instance, so the old one goes with the
+    /// leftover of a descriptor closed while watched (see "The library's part").
+    fn move_to_new_instance(&self, table: &mut Table) -> io::Result<()> {
+        let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
+        for (&fd, watched) in &table.fds {
+            if !watched.asked.is_empty() {
+                // A registration whose descriptor the library closed is left out of the kernel.
+                let _ = control(&epoll, true, fd, watched.key, watched.asked);
+            }
+        }
+        epoll::add(
+            &self.inner.outer,
+            &epoll,
+            EventData::new_u64(0),
+            EventFlags::IN,
+        )?;
+        let _ = epoll::delete(&self.inner.outer, &table.epoll);
+        table.epoll = epoll;
+        Ok(())
     }
 
     /// Takes `token` off `fd`'s list (the registration itself is gone or moved), and the
@@ -493,20 +536,21 @@ impl Descriptors {
             .expect("a registration's descriptor is held");
         watched.tokens.retain(|&t| t != token);
         if !watched.tokens.is_empty() {
-            return self.apply(table, fd, asked);
+            return self.apply(table, fd, asked, false);
         }
         let watched = table.fds.remove(&fd).expect("held");
         table.keys.remove(&watched.key);
         match watched.asked.is_empty() {
             true => Ok(()),
-            false => self.delete(fd),
+            false => delete(&table.epoll, fd),
         }
     }
 
     /// Brings the kernel's entry for `fd` to ask for `asked`, making the descriptor's record if
     /// it has none.
-    fn apply(&self, table: &mut Table, fd: RawFd, asked: Interest) -> io::Result<()> {
+    fn apply(&self, table: &mut Table, fd: RawFd, asked: Interest, force: bool) -> io::Result<()> {
         let Table {
+            epoll,
             fds,
             keys,
             next_key,
@@ -518,9 +562,10 @@ impl Descriptors {
         };
         match (before.is_empty(), asked.is_empty()) {
             (true, true) => {}
-            (true, false) => self.control(true, fd, key, asked)?,
-            (false, false) => self.control(false, fd, key, asked)?,
-            (false, true) => self.delete(fd)?,
+            (true, false) => control(epoll, true, fd, key, asked)?,
+            (false, false) if before != asked || force => control(epoll, false, fd, key, asked)?,
+            (false, false) => {}
+            (false, true) => delete(epoll, fd)?,
         }
         let watched = fds.entry(fd).or_insert_with(|| {
             keys.insert(key, fd);
@@ -534,38 +579,6 @@ impl Descriptors {
         watched.asked = asked;
         Ok(())
     }
-
-    /// Adds or modifies the kernel's entry for `fd`: armed for one report (see "The library's
-    /// part").
-    fn control(&self, add: bool, fd: RawFd, key: u64, asked: Interest) -> io::Result<()> {
-        let data = EventData::new_u64(key);
-        let flags = asked.flags() | EventFlags::ONESHOT;
-        let epoll = &self.inner.epoll;
-        by_number(fd, |fd| {
-            // A number the record holds may name a new file by now (the library closed the old
-            // one while it was watched, then reused the number), and the other way round.
-            match add {
-                true => epoll::add(epoll, fd, data, flags).or_else(|err| match err {
-                    rustix::io::Errno::EXIST => epoll::modify(epoll, fd, data, flags),
-                    err => Err(err),
-                }),
-                false => epoll::modify(epoll, fd, data, flags).or_else(|err| match err {
-                    rustix::io::Errno::NOENT => epoll::add(epoll, fd, data, flags),
-                    err => Err(err),
-                }),
-            }
-        })
-        .map_err(io::Error::from)
-    }
-
-    /// Takes `fd` out of the kernel's set. Not there, or closed already (see "The library's
-    /// part"), is not an error: a leftover is never re-armed.
-    fn delete(&self, fd: RawFd) -> io::Result<()> {
-        match by_number(fd, |fd| epoll::delete(&self.inner.epoll, fd)) {
-            Ok(()) | Err(rustix::io::Errno::NOENT | rustix::io::Errno::BADF) => Ok(()),
-            Err(err) => Err(err.into()),
-        }
-    }
 }
 
 impl Table {
@@ -578,6 +591,35 @@ impl Table {
             asked |= self.tokens[other].interest;
         }
         asked
+    }
+}
+
+/// Adds or modifies the entry for `fd` in `epoll` (level-triggered).
+fn control(epoll: &OwnedFd, add: bool, fd: RawFd, key: u64, asked: Interest) -> io::Result<()> {
+    let (data, flags) = (EventData::new_u64(key), asked.flags());
+    by_number(fd, |fd| {
+        // A number the record holds may name a new file by now (the library closed the old one
+        // while it was watched, then reused the number), and the other way round.
+        match add {
+            true => epoll::add(epoll, fd, data, flags).or_else(|err| match err {
+                rustix::io::Errno::EXIST => epoll::modify(epoll, fd, data, flags),
+                err => Err(err),
+            }),
+            false => epoll::modify(epoll, fd, data, flags).or_else(|err| match err {
+                rustix::io::Errno::NOENT => epoll::add(epoll, fd, data, flags),
+                err => Err(err),
+            }),
+        }
+    })
+    .map_err(io::Error::from)
+}
+
+/// Takes `fd` out of `epoll`. Not there, or closed already (see "The library's part"), is not an
+/// error: a leftover goes with the next new instance.
+fn delete(epoll: &OwnedFd, fd: RawFd) -> io::Result<()> {
+    match by_number(fd, |fd| epoll::delete(epoll, fd)) {
+        Ok(()) | Err(rustix::io::Errno::NOENT | rustix::io::Errno::BADF) => Ok(()),
+        Err(err) => Err(err.into()),
     }
 }
 
