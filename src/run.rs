@@ -1,6 +1,5 @@
 //! [`Run`]: what a loop on its own thread is told about each run.
 
-use std::cell::OnceCell;
 use std::fmt;
 
 use crate::Cause;
@@ -40,7 +39,7 @@ pub struct Run<'a> {
     #[cfg(any(target_os = "linux", target_os = "android"))]
     pub(crate) set: Option<&'a crate::Descriptors>,
     #[cfg(any(target_os = "linux", target_os = "android"))]
-    pub(crate) ready: OnceCell<Vec<crate::Ready>>,
+    pub(crate) ready: std::cell::OnceCell<Vec<crate::Ready>>,
     #[cfg(any(target_os = "linux", target_os = "android"))]
     pub(crate) spare: std::cell::Cell<Vec<crate::Ready>>,
     #[cfg(not(any(target_os = "linux", target_os = "android")))]
@@ -64,7 +63,7 @@ impl<'a> Run<'a> {
             #[cfg(any(target_os = "linux", target_os = "android"))]
             set: None,
             #[cfg(any(target_os = "linux", target_os = "android"))]
-            ready: OnceCell::new(),
+            ready: std::cell::OnceCell::new(),
             #[cfg(any(target_os = "linux", target_os = "android"))]
             spare: std::cell::Cell::new(Vec::new()),
             #[cfg(not(any(target_os = "linux", target_os = "android")))]
