@@ -142,39 +142,56 @@ fn refused<T>(outcome: Result<T, Error>, setting: &str) {
 fn settings_a_pump_cannot_apply_are_refused_by_name() {
     let interval = || Pump::builder().interval(Duration::from_millis(5));
     refused(interval().build(|| None), "interval");
-    refused(interval().build_with_state(|| (), |_| None), "interval");
+    refused(
+        interval().build_with_state(|_| Ok(()), |_, _| None),
+        "interval",
+    );
     #[cfg(any(target_os = "linux", target_os = "android"))]
     refused(
-        interval().build_with_descriptors(|_| (), |_| None),
+        interval().build_with_state(|setup| Ok(setup.descriptors()?), |_, _| None),
         "interval",
     );
     let no_budget = || Pump::builder().check_budget(Duration::ZERO);
     refused(no_budget().build(|| {}), "check_budget");
     refused(no_budget().build(|| None), "check_budget");
-    refused(no_budget().build_on_thread(|| || {}), "check_budget");
     refused(
-        no_budget().build_with_state(|| (), |_| None),
+        no_budget().build_with_state(|_| Ok(|| {}), |run_once, _| run_once()),
         "check_budget",
     );
+    refused(
+        no_budget().build_with_state(|_| Ok(()), |_, _| None),
+        "check_budget",
+    );
+    // A descriptor set beside `run_on_readable`: the factory asks for the set and is refused,
+    // naming the setting (an io error of kind `InvalidInput`, which comes back from the build as
+    // the factory's error: the set is made in the factory now, not before it).
     #[cfg(any(target_os = "linux", target_os = "android"))]
     {
         let (library_side, _peer) = std::os::unix::net::UnixStream::pair().expect("socket pair");
-        refused(
-            Pump::builder()
-                .run_on_readable(&library_side)
-                .build_with_descriptors(|_| (), |_| None),
-            "run_on_readable",
-        );
+        let outcome = Pump::builder()
+            .run_on_readable(&library_side)
+            .build_with_state(|setup| Ok(setup.descriptors()?), |_, _| None);
+        match outcome {
+            Err(Error::Factory(why)) => {
+                let io = why
+                    .downcast_ref::<std::io::Error>()
+                    .unwrap_or_else(|| panic!("refused with {why:?}, not an io::Error"));
+                assert_eq!(io.kind(), std::io::ErrorKind::InvalidInput, "{io}");
+                assert!(io.to_string().contains("run_on_readable"), "{io}");
+            }
+            Err(other) => panic!("refused, but not for run_on_readable: {other:?}"),
+            Ok(_) => panic!("built although run_on_readable cannot apply beside a set"),
+        }
     }
     // The settings each builder does use still build.
     assert!(interval().build(|| {}).is_ok());
-    let pump = interval()
-        .build_on_thread(|| || {})
+    let (pump, _loop) = interval()
+        .build_with_state(|_| Ok(|| {}), |run_once, _| run_once())
         .expect("ticks on its thread");
     pump.close();
     let (pump, _handle) = Pump::builder()
         .check_budget(Duration::from_millis(2))
-        .build_with_state(|| (), |_| None)
+        .build_with_state(|_| Ok(()), |_, _| None)
         .expect("a budget applies to every pump");
     pump.close();
 }

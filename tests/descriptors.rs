@@ -1,4 +1,5 @@
-//! A descriptor set the C library controls (`Builder::build_with_descriptors`): many descriptors
+//! A descriptor set the C library controls (`Setup::descriptors`, or one made and handed to
+//! `run_on_readable`): many descriptors
 //! waited on as one, readiness handed to the run, write interest, unwatching, and a descriptor
 //! the library closed while watched.
 #![cfg(any(target_os = "linux", target_os = "android"))]
@@ -13,8 +14,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{cpu_ticks, eventually, Rt, Threads};
-use ffi_pump::{Descriptors, Error, Interest, LoopHandle, Pump};
+use common::{cpu_ticks, eventually, fd_token, unwatch_fd, watch_fd, Rt, Threads};
+use ffi_pump::{Descriptors, Error, Interest, LoopHandle, Pump, Ready};
 
 /// For each run, the descriptors it was handed as ready: (descriptor, readable, writable).
 type Handed = Arc<Mutex<Vec<Vec<(RawFd, bool, bool)>>>>;
@@ -33,7 +34,8 @@ struct Library {
 /// Where the library's loop lives.
 #[derive(Debug, Clone, Copy)]
 enum Placement {
-    /// On the pump thread (`build_with_descriptors`), reached through its `LoopHandle`.
+    /// On the pump thread (`build_with_state`, the set from `Setup::descriptors`, what is
+    /// ready from `Run::ready`), reached through its `LoopHandle`.
     PumpThread,
     /// In the pump (`run_on_readable(&set)` + `build` with deadlines), spawned on the test's
     /// backend, with or without tokio's reactor watching the set.
@@ -102,12 +104,11 @@ async fn pump_thread_cpu_ticks(h: &Harness) -> Option<u64> {
     Some(ticks.expect("call"))
 }
 
-/// One run of the library: reads what is ready, consumes it, records it.
-fn run(library: &mut Library) -> Option<Instant> {
+/// One run of the library, handed what is `ready` in its set: consumes it, records it.
+fn run(library: &mut Library, ready: &[Ready]) -> Option<Instant> {
     library.runs.fetch_add(1, Ordering::SeqCst);
-    let ready: Vec<_> = library
-        .descriptors
-        .ready()
+    let ready: Vec<_> = ready
+        .iter()
         .map(|r| (r.fd(), r.is_readable(), r.is_writable()))
         .collect();
     if library.drain {
@@ -126,15 +127,13 @@ fn run(library: &mut Library) -> Option<Instant> {
 
 /// The library, watching each of its sockets for reading.
 fn library(
-    mut descriptors: Descriptors,
+    descriptors: Descriptors,
     sockets: Vec<UnixStream>,
     handed: Handed,
     runs: Arc<AtomicU64>,
 ) -> Library {
     for socket in &sockets {
-        descriptors
-            .watch(socket, Interest::READABLE)
-            .expect("a socket can be watched");
+        watch_fd(&descriptors, socket, Interest::READABLE).expect("a socket can be watched");
     }
     Library {
         descriptors,
@@ -170,9 +169,9 @@ fn harness(rt: Rt, placement: Placement, n: usize) -> Harness {
         Placement::PumpThread => {
             let (handed, runs) = (handed.clone(), runs.clone());
             let (pump, handle) = builder
-                .build_with_descriptors(
-                    move |descriptors| library(descriptors, sockets, handed, runs),
-                    run,
+                .build_with_state(
+                    move |setup| Ok(library(setup.descriptors()?, sockets, handed, runs)),
+                    |library, run_ctx| run(library, run_ctx.ready()),
                 )
                 .expect("pump thread");
             (pump, Access::Handle(handle))
@@ -188,7 +187,11 @@ fn harness(rt: Rt, placement: Placement, n: usize) -> Harness {
             let builder = builder.tokio_readiness(tokio_readiness);
             let _ = tokio_readiness;
             let pump = builder
-                .build(move || run(&mut state.lock().unwrap()))
+                .build(move || {
+                    let mut library = state.lock().unwrap();
+                    let ready = library.descriptors.ready();
+                    run(&mut library, &ready)
+                })
                 .expect("valid pump settings");
             drop(set);
             pump.spawn_on(rt.backend()).expect("backend available");
@@ -275,9 +278,7 @@ on_every_backend! {
                     let socket = &mut library.sockets[0];
                     let chunk = [0_u8; 65_536];
                     while socket.write(&chunk).is_ok() {}
-                    library
-                        .descriptors
-                        .watch(&library.sockets[0], Interest::WRITABLE)
+                    watch_fd(&library.descriptors, &library.sockets[0], Interest::WRITABLE)
                         .expect("watch for writing");
                     library.sockets[0].as_raw_fd()
                 })
@@ -301,7 +302,7 @@ on_every_backend! {
             .await;
             // Unwatch it: writable for ever, but no more runs.
             h.with(|library| {
-                    library.descriptors.unwatch(&library.sockets[0]).expect("unwatch");
+                    unwatch_fd(&library.descriptors, &library.sockets[0]).expect("unwatch");
                 })
                 .await
                 .expect("call");
@@ -338,7 +339,8 @@ on_every_backend! {
                 // Clock ticks are 10 ms: a spinning pump thread would spend ~30 in 300 ms.
                 assert!(after - before < 10, "the pump thread spun for {} ticks in 300 ms", after - before);
             }
-            // The other socket still turns the pump, and the set forgets the closed one.
+            // The other socket still turns the pump, and the set lets go of the closed one,
+            // unwatched by its token (the set never touches a descriptor it does not hold).
             let other = h.with(|library| library.sockets[0].as_raw_fd()).await.expect("call");
             let before = h.handed.lock().unwrap().len();
             h.peers[0].write_all(b"y").expect("write");
@@ -349,7 +351,12 @@ on_every_backend! {
             .await;
             let left = h
                 .with(move |library| {
-                    library.descriptors.forget(closed);
+                    // The registration goes whatever the kernel says of the number, which may
+                    // name another file by now (seen: the pump's own duplicate of the set, made
+                    // for tokio's reactor, which epoll refuses to remove with EINVAL).
+                    if let Err(err) = library.descriptors.unwatch(fd_token(closed)) {
+                        eprintln!("unwatching closed descriptor {closed}: {err}");
+                    }
                     library.descriptors.len()
                 })
                 .await

@@ -8,7 +8,7 @@ mod common;
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{self, Write};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use common::{eventually, Rt};
-use ffi_pump::{Backend, Descriptors, Error, Interest, Pump};
+use common::{eventually, fd_token, unwatch_fd, watch_fd, Rt};
+use ffi_pump::{Backend, Descriptors, Error, FactoryError, Interest, Pump, Setup};
 
 // --- A zero interval on the pump-thread builders -------------------------------------------------
 
@@ -26,14 +26,43 @@ use ffi_pump::{Backend, Descriptors, Error, Interest, Pump};
 fn probe_factory<T>(
     kept: &Arc<()>,
     ran: &Arc<AtomicBool>,
-    made: impl FnOnce() -> T + Send + 'static,
-) -> impl FnOnce() -> T + Send + 'static {
+    made: impl FnOnce(&mut Setup) -> Result<T, FactoryError> + Send + 'static,
+) -> impl FnOnce(&mut Setup) -> Result<T, FactoryError> + Send + 'static {
     let (kept, ran) = (kept.clone(), ran.clone());
-    move || {
+    move |setup| {
         ran.store(true, Ordering::SeqCst);
         drop(kept);
-        made()
+        made(setup)
     }
+}
+
+/// Builds a pump with the given builder around a [`probe_factory`] (made with the `Arc` and flag
+/// given), and returns the outcome without the pump.
+type Build = fn(ffi_pump::Builder, &Arc<()>, &Arc<AtomicBool>) -> Result<(), Error>;
+
+/// The loops `build_with_state` makes, each named: one that ticks (the loop its own state, as
+/// `build_on_thread` made it before), one that reports deadlines, and one whose factory takes the
+/// pump's descriptor set (as `build_with_descriptors` made it before).
+fn pump_thread_loops() -> [(&'static str, Build); 3] {
+    [
+        ("build_with_state, ticking", |builder, kept, ran| {
+            let made = probe_factory(kept, ran, |_| Ok(|| {}));
+            builder
+                .build_with_state(made, |run_once, _| run_once())
+                .map(drop)
+        }),
+        ("build_with_state, with deadlines", |builder, kept, ran| {
+            let made = probe_factory(kept, ran, |_| Ok(()));
+            builder.build_with_state(made, |_, _| None).map(drop)
+        }),
+        (
+            "build_with_state, with a descriptor set",
+            |builder, kept, ran| {
+                let made = probe_factory(kept, ran, |setup| Ok(setup.descriptors()?));
+                builder.build_with_state(made, |_, _| None).map(drop)
+            },
+        ),
+    ]
 }
 
 /// Asserts `outcome` is `InvalidConfig` about the interval, and that no thread got the factory.
@@ -65,20 +94,11 @@ fn assert_factory_unrun(builder: &str, kept: &Arc<()>, ran: &AtomicBool) {
 
 #[test]
 fn a_zero_interval_is_refused_by_the_pump_thread_builders_before_any_thread_starts() {
-    let zero = || Pump::builder().interval(Duration::ZERO);
-
-    let (kept, ran) = (Arc::new(()), Arc::new(AtomicBool::new(false)));
-    let outcome = zero().build_on_thread(probe_factory(&kept, &ran, || || {}));
-    assert_refused_before_any_thread("build_on_thread", outcome, &kept, &ran);
-
-    let (kept, ran) = (Arc::new(()), Arc::new(AtomicBool::new(false)));
-    let outcome = zero().build_with_state(probe_factory(&kept, &ran, || ()), |_| None);
-    assert_refused_before_any_thread("build_with_state", outcome, &kept, &ran);
-
-    let (kept, ran) = (Arc::new(()), Arc::new(AtomicBool::new(false)));
-    let factory = probe_factory(&kept, &ran, || ());
-    let outcome = zero().build_with_descriptors(move |_set: Descriptors| factory(), |_| None);
-    assert_refused_before_any_thread("build_with_descriptors", outcome, &kept, &ran);
+    for (builder, build) in pump_thread_loops() {
+        let (kept, ran) = (Arc::new(()), Arc::new(AtomicBool::new(false)));
+        let outcome = build(Pump::builder().interval(Duration::ZERO), &kept, &ran);
+        assert_refused_before_any_thread(builder, outcome, &kept, &ran);
+    }
 }
 
 // --- Deadlines at the ends of `Instant`, as `run_once` reports them ---------------------------------
@@ -177,7 +197,7 @@ impl DeadlineLoop {
             }
             Placement::LoopThread => {
                 let (pump, _loop) = Pump::builder()
-                    .build_with_state(|| (), move |_| run_once())
+                    .build_with_state(|_| Ok(()), move |_, _| run_once())
                     .expect("pump thread starts");
                 pump
             }
@@ -352,8 +372,8 @@ fn hung_up_sockets() -> HashMap<RawFd, UnixStream> {
 }
 
 /// What one `ready()` call hands: the descriptors, each checked readable and handed once.
-fn handed_once(set: &mut Descriptors, call: usize) -> Vec<RawFd> {
-    let handed: Vec<_> = set.ready().collect();
+fn handed_once(set: &Descriptors, call: usize) -> Vec<RawFd> {
+    let handed = set.ready();
     assert!(
         handed.len() <= READY_PER_CALL,
         "ready() call {call} handed {} descriptors",
@@ -377,15 +397,14 @@ fn handed_once(set: &mut Descriptors, call: usize) -> Vec<RawFd> {
 fn ready_hands_at_most_4096_descriptors_a_call_and_those_left_over_first_at_the_next() {
     let _many = allow_many_descriptors();
     let mut sockets = hung_up_sockets();
-    let mut set = Descriptors::new().expect("an epoll set");
+    let set = Descriptors::new().expect("an epoll set");
     for socket in sockets.values() {
-        set.watch(socket, Interest::READABLE)
-            .expect("a socket can be watched");
+        watch_fd(&set, socket, Interest::READABLE).expect("a socket can be watched");
     }
 
     // Nothing consumed: every descriptor stays ready (level-triggered), and the next call hands
     // first those the last one left over, so none waits behind descriptors that stay ready.
-    let first: HashSet<RawFd> = handed_once(&mut set, 1).into_iter().collect();
+    let first: HashSet<RawFd> = handed_once(&set, 1).into_iter().collect();
     assert!(
         !first.is_empty(),
         "ready() handed nothing with {MANY} descriptors ready"
@@ -394,7 +413,7 @@ fn ready_hands_at_most_4096_descriptors_a_call_and_those_left_over_first_at_the_
         first.iter().all(|fd| sockets.contains_key(fd)),
         "ready() handed a descriptor that is not watched"
     );
-    let second: HashSet<RawFd> = handed_once(&mut set, 2).into_iter().collect();
+    let second: HashSet<RawFd> = handed_once(&set, 2).into_iter().collect();
     let left_over = sockets.keys().filter(|fd| !first.contains(fd));
     let missed = left_over.filter(|fd| !second.contains(fd)).count();
     assert_eq!(
@@ -410,7 +429,7 @@ fn ready_hands_at_most_4096_descriptors_a_call_and_those_left_over_first_at_the_
     let mut calls = 0;
     loop {
         calls += 1;
-        let handed = handed_once(&mut set, calls);
+        let handed = handed_once(&set, calls);
         if handed.is_empty() {
             break;
         }
@@ -423,7 +442,7 @@ fn ready_hands_at_most_4096_descriptors_a_call_and_those_left_over_first_at_the_
             let socket = sockets
                 .remove(&fd)
                 .expect("a handed descriptor is a watched socket");
-            set.unwatch(&socket).expect("unwatch");
+            unwatch_fd(&set, &socket).expect("unwatch");
         }
     }
     assert_eq!(
@@ -450,13 +469,13 @@ struct HungUp {
 
 impl HungUp {
     fn run(&mut self) -> Option<Instant> {
-        let handed: Vec<RawFd> = self.set.ready().map(|ready| ready.fd()).collect();
+        let handed: Vec<RawFd> = self.set.ready().iter().map(|ready| ready.fd()).collect();
         self.per_run.lock().unwrap().push(handed.len());
         let mut handled = self.handled.lock().unwrap();
         for fd in handed {
             match self.sockets.remove(&fd) {
                 Some(socket) => {
-                    self.set.unwatch(&socket).expect("unwatch");
+                    unwatch_fd(&self.set, &socket).expect("unwatch");
                     handled.insert(fd);
                 }
                 None => {
@@ -478,9 +497,9 @@ on_every_backend! {
         let again = Arc::new(AtomicU64::new(0));
         let library = {
             let (per_run, handled, again) = (per_run.clone(), handled.clone(), again.clone());
-            move |mut set: Descriptors| {
+            move |set: Descriptors| {
                 for socket in sockets.values() {
-                    set.watch(socket, Interest::READABLE).expect("a socket can be watched");
+                    watch_fd(&set, socket, Interest::READABLE).expect("a socket can be watched");
                 }
                 HungUp { set, sockets, per_run, handled, again }
             }
@@ -489,7 +508,10 @@ on_every_backend! {
             // On the loop's thread without a runtime; in the pump, watching the set, on one.
             let pump = if rt == Rt::Thread {
                 let (pump, _loop) = Pump::builder()
-                    .build_with_descriptors(library, HungUp::run)
+                    .build_with_state(
+                        move |setup| Ok(library(setup.descriptors()?)),
+                        |library, _| library.run(),
+                    )
                     .expect("pump thread starts");
                 pump
             } else {
@@ -542,38 +564,45 @@ fn assert_refused(what: &str, outcome: io::Result<()>, expected: rustix::io::Err
 
 /// Asserts the set still works after refusing `refused`: it kept no record of it, watches as
 /// many descriptors as `before`, and watches a new socket and hands it once it is ready.
-fn assert_usable_after_refusing(set: &mut Descriptors, before: usize, refused: RawFd) {
+fn assert_usable_after_refusing(set: &Descriptors, before: usize, refused: RawFd) {
     assert_eq!(
         set.len(),
         before,
         "the set counts the descriptor it refused"
     );
     assert!(
-        set.watched().all(|(fd, _)| fd != refused),
+        set.watched().iter().all(|&(_, fd, _)| fd != refused),
         "the set records {refused}, which it refused"
     );
     assert_usable(set);
 }
 
 /// Asserts the set watches a new socket, hands it once it is ready, and forgets it unwatched.
-fn assert_usable(set: &mut Descriptors) {
+fn assert_usable(set: &Descriptors) {
     let before = set.len();
     let (socket, mut peer) = UnixStream::pair().expect("socket pair");
-    set.watch(&socket, Interest::READABLE)
-        .expect("the set still watches a socket");
+    watch_fd(set, &socket, Interest::READABLE).expect("the set still watches a socket");
     let fd = socket.as_raw_fd();
-    let early: Vec<_> = set.ready().filter(|ready| ready.fd() == fd).collect();
+    let early: Vec<_> = set
+        .ready()
+        .into_iter()
+        .filter(|ready| ready.fd() == fd)
+        .collect();
     assert!(
         early.is_empty(),
         "{fd} was handed before it was ready: {early:?}"
     );
     peer.write_all(b"!").expect("write");
-    let ready: Vec<_> = set.ready().filter(|ready| ready.fd() == fd).collect();
+    let ready: Vec<_> = set
+        .ready()
+        .into_iter()
+        .filter(|ready| ready.fd() == fd)
+        .collect();
     assert!(
         ready.len() == 1 && ready[0].is_readable(),
         "with {fd} readable, ready() handed {ready:?} for it"
     );
-    set.unwatch(&socket).expect("unwatch");
+    unwatch_fd(set, &socket).expect("unwatch");
     assert_eq!(set.len(), before, "unwatching left a record");
 }
 
@@ -582,79 +611,74 @@ fn watching_a_descriptor_that_is_not_open_fails_with_ebadf_and_the_set_stays_usa
     // No process ever has this descriptor open: the kernel keeps descriptor numbers below its
     // largest `fs.nr_open`, 2^31 - 64.
     const NEVER_OPEN: RawFd = RawFd::MAX;
-    // SAFETY: a `BorrowedFd` promises an open descriptor and this one is not, on purpose: the set
-    // must refuse it. The number names no file, so nothing can be read, written or closed through
-    // it by mistake; the set only hands it to epoll_ctl, which checks it.
-    let not_open = unsafe { BorrowedFd::borrow_raw(NEVER_OPEN) };
-    let mut set = Descriptors::new().expect("an epoll set");
+    let set = Descriptors::new().expect("an epoll set");
     assert_refused(
         "a descriptor that is not open",
-        set.watch(not_open, Interest::READABLE),
+        set.watch(NEVER_OPEN, Interest::READABLE, fd_token(NEVER_OPEN)),
         rustix::io::Errno::BADF,
     );
-    assert_usable_after_refusing(&mut set, 0, NEVER_OPEN);
+    assert_usable_after_refusing(&set, 0, NEVER_OPEN);
 }
 
 #[test]
 fn watching_a_regular_file_fails_with_eperm_and_the_set_stays_usable() {
     let file = File::open(std::env::current_exe().expect("the test binary's path"))
         .expect("the test binary opens");
-    let mut set = Descriptors::new().expect("an epoll set");
+    let set = Descriptors::new().expect("an epoll set");
     let (kept, _peer) = UnixStream::pair().expect("socket pair");
-    set.watch(&kept, Interest::WRITABLE)
-        .expect("a socket can be watched");
+    watch_fd(&set, &kept, Interest::WRITABLE).expect("a socket can be watched");
     assert_refused(
         "a regular file",
-        set.watch(&file, Interest::READABLE | Interest::WRITABLE),
+        watch_fd(&set, &file, Interest::READABLE | Interest::WRITABLE),
         rustix::io::Errno::PERM,
     );
-    assert_usable_after_refusing(&mut set, 1, file.as_raw_fd());
+    assert_usable_after_refusing(&set, 1, file.as_raw_fd());
     assert_eq!(
-        set.watched().collect::<Vec<_>>(),
-        [(kept.as_raw_fd(), Interest::WRITABLE)],
+        set.watched(),
+        [(
+            fd_token(kept.as_raw_fd()),
+            kept.as_raw_fd(),
+            Interest::WRITABLE
+        )],
         "the refusal changed what else the set watches"
     );
 }
 
 #[test]
 fn a_set_watching_itself_fails_with_einval_and_stays_usable() {
-    let mut set = Descriptors::new().expect("an epoll set");
-    // Another descriptor for the set's own epoll instance (`watch` borrows the set mutably).
+    let set = Descriptors::new().expect("an epoll set");
+    // Another descriptor for the set's own epoll instance.
     let itself = set.as_fd().try_clone_to_owned().expect("dup");
     assert_refused(
         "the set itself",
-        set.watch(&itself, Interest::READABLE),
+        watch_fd(&set, &itself, Interest::READABLE),
         rustix::io::Errno::INVAL,
     );
-    assert_usable_after_refusing(&mut set, 0, itself.as_raw_fd());
+    assert_usable_after_refusing(&set, 0, itself.as_raw_fd());
 }
 
 #[test]
 fn two_sets_watching_each_other_fail_with_eloop_and_both_stay_usable() {
-    let mut outer = Descriptors::new().expect("an epoll set");
-    let mut inner = Descriptors::new().expect("an epoll set");
-    outer
-        .watch(&inner, Interest::READABLE)
-        .expect("a set can watch another set");
+    let outer = Descriptors::new().expect("an epoll set");
+    let inner = Descriptors::new().expect("an epoll set");
+    watch_fd(&outer, &inner, Interest::READABLE).expect("a set can watch another set");
     assert_refused(
         "a set that watches this one",
-        inner.watch(&outer, Interest::READABLE),
+        watch_fd(&inner, &outer, Interest::READABLE),
         rustix::io::Errno::LOOP,
     );
-    assert_usable_after_refusing(&mut inner, 0, outer.as_fd().as_raw_fd());
+    assert_usable_after_refusing(&inner, 0, outer.as_fd().as_raw_fd());
     // The nesting that was accepted still works: a socket ready in the inner set makes the inner
     // set ready in the outer one.
     let (socket, mut peer) = UnixStream::pair().expect("socket pair");
-    inner
-        .watch(&socket, Interest::READABLE)
-        .expect("a socket can be watched");
+    watch_fd(&inner, &socket, Interest::READABLE).expect("a socket can be watched");
     peer.write_all(b"!").expect("write");
-    let ready: Vec<_> = outer.ready().collect();
+    let ready = outer.ready();
     assert!(
         ready.len() == 1 && ready[0].fd() == inner.as_fd().as_raw_fd() && ready[0].is_readable(),
         "with the inner set ready, the outer set handed {ready:?}"
     );
-    assert_usable(&mut outer);
+    assert_usable(&outer);
 }
 
 // --- A thread the operating system refuses --------------------------------------------------------
@@ -749,22 +773,12 @@ fn refused_threads_in_child() {
         refusing.resource
     );
 
-    let (kept, ran) = (Arc::new(()), Arc::new(AtomicBool::new(false)));
-    let outcome = Pump::builder().build_on_thread(probe_factory(&kept, &ran, || || {}));
-    assert_eq!(outcome.map(drop), refused, "build_on_thread");
-    assert_factory_unrun("build_on_thread", &kept, &ran);
-
-    let (kept, ran) = (Arc::new(()), Arc::new(AtomicBool::new(false)));
-    let outcome = Pump::builder().build_with_state(probe_factory(&kept, &ran, || ()), |_| None);
-    assert_eq!(outcome.map(drop), refused, "build_with_state");
-    assert_factory_unrun("build_with_state", &kept, &ran);
-
-    let (kept, ran) = (Arc::new(()), Arc::new(AtomicBool::new(false)));
-    let factory = probe_factory(&kept, &ran, || ());
-    let outcome =
-        Pump::builder().build_with_descriptors(move |_set: Descriptors| factory(), |_| None);
-    assert_eq!(outcome.map(drop), refused, "build_with_descriptors");
-    assert_factory_unrun("build_with_descriptors", &kept, &ran);
+    for (builder, build) in pump_thread_loops() {
+        let (kept, ran) = (Arc::new(()), Arc::new(AtomicBool::new(false)));
+        let outcome = build(Pump::builder(), &kept, &ran);
+        assert_eq!(outcome, refused, "{builder}");
+        assert_factory_unrun(builder, &kept, &ran);
+    }
 
     // `spawn_on(Backend::Thread)` says so too, and closes the pump (as documented): its waits and
     // turns end at once rather than wait for a driver that never came.
@@ -798,8 +812,8 @@ fn refused_threads_in_child() {
 
     // Threads allowed again, the same builders work.
     drop(refusing);
-    let pump = Pump::builder()
-        .build_on_thread(|| || {})
+    let (pump, _loop) = Pump::builder()
+        .build_with_state(|_| Ok(|| {}), |loop_, _| loop_())
         .expect("a pump thread starts");
     let turned = futures_lite::future::block_on(pump.turn());
     assert_eq!(turned, Ok(()), "a turn with the pump thread started");

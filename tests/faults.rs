@@ -65,19 +65,23 @@ on_every_backend! {
     }
 
     fn a_blocking_loop_on_its_own_thread_leaves_the_executor_free(rt: Rt) {
-        // The documented way to offload a blocking `run_once`: `Builder::build_on_thread`.
+        // The documented way to offload a blocking `run_once`: `Builder::build_with_state`, here
+        // with the loop as its own state.
         let fx = Arc::new(FakeLoop::new(1));
         let started = Arc::new(AtomicU64::new(0));
         rt.block_on(async {
             let (run_fx, run_started) = (fx.clone(), started.clone());
-            let pump = Pump::builder()
-                .build_on_thread(move || {
-                    move || {
-                        run_started.fetch_add(1, Ordering::SeqCst);
-                        std::thread::sleep(Duration::from_millis(200));
-                        run_fx.run_once().expect("not re-entered");
-                    }
-                })
+            let (pump, _loop) = Pump::builder()
+                .build_with_state(
+                    move |_| {
+                        Ok(move || {
+                            run_started.fetch_add(1, Ordering::SeqCst);
+                            std::thread::sleep(Duration::from_millis(200));
+                            run_fx.run_once().expect("not re-entered");
+                        })
+                    },
+                    |run_once, _| run_once(),
+                )
                 .expect("pump thread");
             fx.arm_in(0, Duration::ZERO);
             let waiter = rt.spawn({

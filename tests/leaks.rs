@@ -10,7 +10,7 @@ use std::os::unix::net::UnixStream;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use ffi_pump::{Backend, Descriptors, Pump};
+use ffi_pump::{Backend, Pump};
 
 /// How many pumps of each kind a test makes and drops.
 const N: usize = 10_000;
@@ -106,7 +106,7 @@ fn ten_thousand_loop_thread_pumps_of_each_kind_made_and_dropped_leave_no_thread_
     async_io::block_on(async {
         // One up front: async-io's reactor and thread start once.
         let (pump, _loop) = Pump::builder()
-            .build_with_descriptors(|set: Descriptors| set, |_| None)
+            .build_with_state(|setup| Ok(setup.descriptors()?), |_, _| None)
             .expect("a pump thread starts");
         pump.turn().await.expect("a new pump turns");
         pump.close();
@@ -114,14 +114,14 @@ fn ten_thousand_loop_thread_pumps_of_each_kind_made_and_dropped_leave_no_thread_
         let baseline = footprint();
         for _ in 0..N {
             let (pump, handle) = Pump::builder()
-                .build_with_state(|| (), |_| None)
+                .build_with_state(|_| Ok(()), |_, _| None)
                 .expect("a pump thread starts");
             pump.turn().await.expect("a new pump turns");
             drop((pump, handle));
 
             // Each has an epoll set of its own.
             let (pump, handle) = Pump::builder()
-                .build_with_descriptors(|set: Descriptors| set, |_| None)
+                .build_with_state(|setup| Ok(setup.descriptors()?), |_, _| None)
                 .expect("a pump thread starts");
             pump.turn().await.expect("a new pump turns");
             drop((pump, handle));
@@ -135,7 +135,7 @@ fn ten_thousand_loop_thread_pumps_of_each_kind_made_and_dropped_leave_no_thread_
         back_to(
             baseline,
             &format!(
-                "{N} pumps each of build_with_state, build_with_descriptors and \
+                "{N} pumps each of build_with_state without and with a descriptor set and \
                  spawn_on(Backend::Thread) made, turned and dropped"
             ),
         )

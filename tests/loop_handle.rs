@@ -49,16 +49,16 @@ fn kit(ids: u32) -> Kit {
     let (state_fx, state_home, state_dropped) = (fx.clone(), home.clone(), dropped.clone());
     let (pump, handle) = Pump::builder()
         .build_with_state(
-            move || {
+            move |_| {
                 *state_home.lock().unwrap() = Some(std::thread::current().id());
-                State {
+                Ok(State {
                     fx: state_fx,
                     _affine: Rc::new(()),
                     cancels: 0,
                     dropped: state_dropped,
-                }
+                })
             },
-            |state| {
+            |state, _| {
                 state.fx.run_once().expect("not re-entered");
                 let at = state.fx.next_deadline_ns()?;
                 Some(Instant::now() + Duration::from_nanos(at.saturating_sub(now_ns())))
@@ -350,8 +350,8 @@ fn a_kicker_in_the_state_kicks_and_never_keeps_the_pump_alive() {
         let counted = runs.clone();
         let (pump, handle) = Pump::builder()
             .build_with_state(
-                || None::<ffi_pump::Kicker>,
-                move |_| {
+                |_| Ok(None::<ffi_pump::Kicker>),
+                move |_, _| {
                     counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                     None
                 },

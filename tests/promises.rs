@@ -57,8 +57,8 @@ on_every_backend! {
             let record = seen_at_drop.clone();
             let (pump, library) = Pump::builder()
                 .build_with_state(
-                    move || Library { cancelled: 0, seen_at_drop: record },
-                    |_| None,
+                    move |_| Ok(Library { cancelled: 0, seen_at_drop: record }),
+                    |_, _| None,
                 )
                 .expect("pump thread starts");
             let table = Completions::<u32, ()>::new();
@@ -90,34 +90,40 @@ on_every_backend! {
         });
     }
 
-    // 2. After the factory panics, `call` and `post` say so at once, and a call sent while
-    //    the factory still ran ends too.
-    fn issue_21_calls_end_when_the_factory_panics(rt: Rt) {
+    // 2. A factory that panics ends the build with `Panicked`, once the factory did, and
+    //    nothing hangs. (The build used to return the pump, poisoned, and its calls said so;
+    //    now it waits for the factory and returns no pump, so there is no handle to call.)
+    fn issue_21_the_build_ends_with_panicked_when_the_factory_panics(rt: Rt) {
         rt.block_on(async {
             let (go, gate) = std::sync::mpsc::channel::<()>();
-            let gate = Mutex::new(gate);
-            let (pump, handle) = Pump::builder()
-                .build_with_state(
-                    move || -> u32 {
-                        let _ = gate.lock().unwrap().recv();
+            let ran = Arc::new(AtomicBool::new(false));
+            let kept = Arc::new(());
+            let (in_factory, in_run_once, flag) = (kept.clone(), kept.clone(), ran.clone());
+            // The build waits for the factory: it runs on a thread of its own here, so the
+            // test can see it wait and then end.
+            let (done, built) = async_channel::bounded(1);
+            std::thread::spawn(move || {
+                let outcome = Pump::builder().build_with_state(
+                    move |_| -> Result<u32, ffi_pump::FactoryError> {
+                        let _kept = in_factory;
+                        let _ = gate.recv();
                         panic!("the factory panics (expected by this test)");
                     },
-                    |_| None,
-                )
-                .expect("pump thread starts");
-            let early = handle.call(|n| *n);
+                    move |_, _| {
+                        let _ = &in_run_once;
+                        flag.store(true, SeqCst);
+                        None
+                    },
+                );
+                let _ = done.send_blocking(outcome.map(drop));
+            });
+            assert!(built.try_recv().is_err(), "the build returned before its factory did");
             go.send(()).expect("the factory waits");
-            assert_eq!(within("a call sent during the factory", early).await, Err(Error::Panicked));
-            let probe = pump.clone();
-            eventually("the pump is closed", || probe.is_closed()).await;
-            let kept = Arc::new(AtomicUsize::new(0));
-            for _ in 0..100 {
-                let token = Arc::clone(&kept);
-                assert_eq!(handle.post(move |_| drop(token)), Err(Error::Panicked));
-            }
-            assert_eq!(Arc::strong_count(&kept), 1, "refused posts are not kept");
-            assert_eq!(within("a call after", handle.call(|n| *n)).await, Err(Error::Panicked));
-            within("closed()", pump.closed()).await.expect("closed from outside");
+            let outcome = within("the build", built.recv()).await.expect("the build returns");
+            assert_eq!(outcome, Err(Error::Panicked));
+            assert!(!ran.load(SeqCst), "run_once ran without a state");
+            eventually("the factory and run_once are dropped", || Arc::strong_count(&kept) == 1)
+                .await;
         });
     }
 
@@ -125,7 +131,7 @@ on_every_backend! {
     fn issue_21_a_panicking_cancel_frees_its_key(rt: Rt) {
         rt.block_on(async {
             let (pump, handle) = Pump::builder()
-                .build_with_state(|| (), |_| None)
+                .build_with_state(|_| Ok(()), |_, _| None)
                 .expect("pump thread starts");
             let table = Completions::<u32, u32>::new();
             let outcome = handle
@@ -181,7 +187,7 @@ on_every_backend! {
             let dropped = Arc::new(AtomicBool::new(false));
             let flag = dropped.clone();
             let (pump, _handle) = Pump::builder()
-                .build_with_state(move || Bomb(flag), |_| None)
+                .build_with_state(move |_| Ok(Bomb(flag)), |_, _| None)
                 .expect("pump thread starts");
             pump.close();
             within("closed()", pump.closed()).await.expect("closed from outside");
@@ -233,7 +239,7 @@ on_every_backend! {
             assert!(!pump.stats().panicked);
 
             let (pump, handle) = Pump::builder()
-                .build_with_state(|| (), |_| None)
+                .build_with_state(|_| Ok(()), |_, _| None)
                 .expect("pump thread starts");
             // The loop's thread kept busy, so the next two calls stay queued.
             let (gate, busy) = hold_the_loop_thread(&handle).await;
@@ -283,7 +289,7 @@ on_every_backend! {
             assert_eq!(in_check, Ok(Err(Error::Reentrant)));
 
             let (on_thread, handle) = Pump::builder()
-                .build_with_state(|| (), |_| None)
+                .build_with_state(|_| Ok(()), |_, _| None)
                 .expect("pump thread starts");
             let probe = on_thread.clone();
             let in_call = within(
@@ -397,7 +403,7 @@ on_every_backend! {
                 }
             };
             let (pump, handle) = Pump::builder()
-                .build_with_state(|| (), |_| None)
+                .build_with_state(|_| Ok(()), |_, _| None)
                 .expect("pump thread starts");
             let table = Completions::<u32, u32>::new();
 
@@ -429,7 +435,7 @@ on_every_backend! {
 
             // `start` dropped unrun at the close: nothing to cancel.
             let (pump, handle) = Pump::builder()
-                .build_with_state(|| (), |_| None)
+                .build_with_state(|_| Ok(()), |_, _| None)
                 .expect("pump thread starts");
             let (gate, busy) = hold_the_loop_thread(&handle).await;
             let started = Arc::new(AtomicBool::new(false));
@@ -453,7 +459,7 @@ on_every_backend! {
     fn issue_21_a_panicking_drop_of_a_calls_value_spares_the_rest_of_the_batch(rt: Rt) {
         rt.block_on(async {
             let (pump, handle) = Pump::builder()
-                .build_with_state(|| (), |_| None)
+                .build_with_state(|_| Ok(()), |_, _| None)
                 .expect("pump thread starts");
             let (gate, busy) = hold_the_loop_thread(&handle).await;
             let dropped = Arc::new(AtomicBool::new(false));
@@ -478,6 +484,7 @@ mod io {
     use super::*;
     use crate::on_every_backend;
     use std::io::{ErrorKind, Read, Write};
+    use std::os::fd::AsRawFd;
     use std::os::unix::net::UnixStream;
     use std::time::Instant;
 
@@ -502,8 +509,8 @@ mod io {
                     data.len()
                 });
                 let (pump, library) = Pump::builder()
-                    .build_with_descriptors(
-                        move |descriptors| Sender { descriptors, socket, left: 0 },
+                    .build_with_state(
+                        move |setup| Ok(Sender { descriptors: setup.descriptors()?, socket, left: 0 }),
                         Sender::run_once,
                     )
                     .expect("pump thread starts");
@@ -536,11 +543,11 @@ mod io {
     impl Sender {
         fn send(&mut self, bytes: usize) -> std::io::Result<()> {
             self.left += bytes;
-            self.descriptors
-                .watch(&self.socket, ffi_pump::Interest::WRITABLE)
+            let fd = self.socket.as_raw_fd();
+            self.descriptors.watch(fd, ffi_pump::Interest::WRITABLE, 0)
         }
 
-        fn run_once(&mut self) -> Option<Instant> {
+        fn run_once(&mut self, _run: &ffi_pump::Run<'_>) -> Option<Instant> {
             let chunk = [7_u8; 64 << 10];
             while self.left > 0 {
                 match self.socket.write(&chunk[..self.left.min(chunk.len())]) {
@@ -550,7 +557,7 @@ mod io {
                 }
             }
             if self.left == 0 {
-                let _ = self.descriptors.unwatch(&self.socket);
+                let _ = self.descriptors.unwatch(0);
             }
             None
         }

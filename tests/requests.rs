@@ -20,14 +20,17 @@ struct Library {
 
 fn library() -> (Pump, ffi_pump::LoopHandle<Library>) {
     Pump::builder()
-        .build_with_state(Library::default, |library| {
-            if !library.held {
-                for (_, (input, done)) in library.running.drain() {
-                    done.complete(input * 2);
+        .build_with_state(
+            |_| Ok(Library::default()),
+            |library, _| {
+                if !library.held {
+                    for (_, (input, done)) in library.running.drain() {
+                        done.complete(input * 2);
+                    }
                 }
-            }
-            None
-        })
+                None
+            },
+        )
         .expect("pump thread starts")
 }
 
@@ -90,7 +93,7 @@ on_every_backend! {
             );
             // Dropped as a panicking run unwinds: the request hears the panic, not "unanswered".
             let (_pump, handle) = Pump::builder()
-                .build_with_state(Vec::<Completer<u64>>::new, |running| {
+                .build_with_state(|_| Ok(Vec::<Completer<u64>>::new()), |running, _| {
                     if !running.is_empty() {
                         let _on_the_stack = std::mem::take(running);
                         panic!("run_once panics holding completers (expected by this test)");

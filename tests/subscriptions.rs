@@ -49,11 +49,13 @@ impl Source {
 fn source() -> (Pump, LoopHandle<Source>) {
     Pump::builder()
         .build_with_state(
-            || Source {
-                home: Some(std::thread::current().id()),
-                ..Source::default()
+            |_| {
+                Ok(Source {
+                    home: Some(std::thread::current().id()),
+                    ..Source::default()
+                })
             },
-            Source::run_once,
+            |source, _| source.run_once(),
         )
         .expect("pump thread starts")
 }

@@ -193,15 +193,16 @@ fn a_runtime_without_io_fails_the_waits_with_a_trigger_error() {
 #[test]
 fn tokio_readiness_is_refused_for_a_loop_on_its_own_thread() {
     let fx = Arc::new(FakeLoop::new(1));
-    let refused = fixture_readiness(&fx).build_on_thread(|| || {});
+    let refused = fixture_readiness(&fx).build_with_state(|_| Ok(|| {}), |run_once, _| run_once());
     assert!(
-        matches!(refused, Err(Error::InvalidConfig(why)) if why.contains("tokio_readiness")),
-        "got {refused:?}"
+        matches!(&refused, Err(Error::InvalidConfig(why)) if why.contains("tokio_readiness")),
+        "got {:?}",
+        refused.map(drop)
     );
     let refused = Pump::builder()
         .run_on_readable(fx.ready_fd().expect("the fixture's ready descriptor"))
         .tokio_readiness(true)
-        .build_with_state(|| (), |_| None);
+        .build_with_state(|_| Ok(()), |_, _| None);
     assert!(
         matches!(&refused, Err(Error::InvalidConfig(why)) if why.contains("tokio_readiness")),
         "got {:?}",

@@ -46,8 +46,11 @@ fn hinted_pump_seen(rt: Rt, fx: &Arc<FakeLoop>, threads: &Arc<Mutex<LoopThreads>
         let made = threads.clone();
         let (pump, _handle) = Builder::new()
             .build_with_state(
-                move || made.lock().unwrap().made_on = Some(thread::current().id()),
-                move |_: &mut ()| run_once(),
+                move |_| {
+                    made.lock().unwrap().made_on = Some(thread::current().id());
+                    Ok(())
+                },
+                move |_: &mut (), _| run_once(),
             )
             .expect("pump thread starts");
         return pump;
@@ -420,7 +423,7 @@ fn a_loop_on_its_thread_returning_nothing_ticks() {
     futures_lite::future::block_on(async {
         let (pump, handle) = Pump::builder()
             .interval(Duration::from_millis(1))
-            .build_with_state(|| 0_u32, |runs| *runs += 1)
+            .build_with_state(|_| Ok(0_u32), |runs, _| *runs += 1)
             .expect("a ticked loop takes an interval");
         let outcome = pump
             .wait_until(|| false)

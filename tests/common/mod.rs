@@ -25,8 +25,8 @@ pub enum Rt {
     /// No runtime: the pump future driven by a thread of its own (`Backend::Thread`), tasks on a
     /// plain `async-executor` run by two threads.
     Thread,
-    /// The loop on the pump's own thread (`Builder::build_on_thread`, the placement of
-    /// `build_with_state`), which alone runs it; tasks as for `Thread`.
+    /// The loop on the pump's own thread (`Builder::build_with_state`, with `run_once` as its
+    /// state), which alone runs it; tasks as for `Thread`.
     LoopThread,
 }
 
@@ -98,9 +98,10 @@ impl Rt {
     /// A pump around `run_once`, driven the way this backend drives it. Call inside `block_on`.
     pub fn pump_with(self, builder: Builder, run_once: impl FnMut() + Send + 'static) -> Pump {
         if self == Rt::LoopThread {
-            return builder
-                .build_on_thread(move || run_once)
+            let (pump, _loop) = builder
+                .build_with_state(move |_| Ok(run_once), |run_once, _| run_once())
                 .expect("pump thread starts");
+            return pump;
         }
         let pump = builder.build(run_once).expect("valid pump settings");
         pump.spawn_on(self.backend()).expect("backend available");
@@ -330,4 +331,30 @@ pub fn raise_open_files(need: u64, what: &str) {
             );
         }
     });
+}
+
+/// Watches `fd` in `set` for `interest`, with the descriptor's number as the registration's
+/// token (as `Descriptors::watch_only` does): for tests that watch each descriptor once.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub fn watch_fd(
+    set: &ffi_pump::Descriptors,
+    fd: impl std::os::fd::AsFd,
+    interest: ffi_pump::Interest,
+) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let fd = fd.as_fd().as_raw_fd();
+    set.watch(fd, interest, fd_token(fd))
+}
+
+/// Removes the registration [`watch_fd`] made for `fd`.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub fn unwatch_fd(set: &ffi_pump::Descriptors, fd: impl std::os::fd::AsFd) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    set.unwatch(fd_token(fd.as_fd().as_raw_fd()))
+}
+
+/// The token [`watch_fd`] gives the registration of descriptor `fd`.
+#[cfg(unix)]
+pub fn fd_token(fd: std::os::fd::RawFd) -> u64 {
+    u64::try_from(fd).expect("an open descriptor's number is not negative")
 }
