@@ -32,8 +32,10 @@ pub enum Error {
     /// The pump was closed: [`Pump::close`](crate::Pump::close) was called, the last
     /// [`Pump`](crate::Pump) handle was dropped, or the task driving it was dropped.
     Closed,
-    /// `run_once` (or the factory of [`Builder::build_with_state`](crate::Builder::build_with_state))
-    /// panicked; the pump is poisoned and stopped.
+    /// `run_once` panicked (or the loop's state, or what `run_once` captured, panicked in its
+    /// `Drop`): the pump is poisoned and stopped. From
+    /// [`Builder::build_with_state`](crate::Builder::build_with_state): its factory panicked, and
+    /// no pump was made.
     Panicked,
     /// Nothing drives the pump: neither [`Pump::spawn`](crate::Pump::spawn) nor
     /// [`Pump::run`](crate::Pump::run) was called, so a wait would never finish.

@@ -92,7 +92,7 @@
 //! | a [`LoopHandle::call`] closure | the panic resumes in the task awaiting the call | goes on | `loop_handle.rs :: a_panicking_call_fails_only_itself` |
 //! | a [`LoopHandle::post`] closure, [`LoopHandle::submit`]'s `start` | none: caught on the loop's thread | goes on | `loop_handle.rs :: a_panicking_call_fails_only_itself` |
 //! | [`LoopHandle::submit`]'s `cancel`, [`WaitKey::on_cancel`] | none (the wait had ended); its key is free again | goes on | `promises.rs :: issue_21_a_panicking_cancel_frees_its_key` |
-//! | the factory of a loop on its thread | no pump is made: [`Builder::build_with_state`] returns [`Error::Panicked`] (an `Err` from the factory: [`Error::Factory`]) | never opens | `promises.rs :: issue_21_calls_end_when_the_factory_panics` |
+//! | the factory of a loop on its thread | no pump is made: [`Builder::build_with_state`] returns [`Error::Panicked`] (an `Err` from the factory: [`Error::Factory`]) | never opens | `promises.rs :: issue_21_the_build_ends_with_panicked_when_the_factory_panics`, `binding_api.rs :: a_factory_panic_ends_the_build_with_panicked_within_10_s` |
 //! | `Drop` of the loop's state | none (they ended at the close) | [`Stats::panicked`]; [`Pump::closed`] returns | `promises.rs :: issue_21_a_panicking_drop_of_the_state_is_reported` |
 //! | `Drop` of what `run_once` captured | end with [`Error::Closed`] as at any close | caught wherever the last reference goes (on smol this aborted) | `promises.rs :: issue_21_a_panicking_drop_of_run_once_never_aborts` |
 //! | `Drop` of what a check, a call or a post captured | unaffected | caught; goes on | `promises.rs :: issue_21_panicking_drops_of_checks_and_calls_stay_in_the_pump` |

@@ -410,12 +410,25 @@ fn inode(socket: &UnixStream) -> u64 {
 /// (`/proc/self/fdinfo`: a `tfd:` line per watched file, with its inode in hex). A descriptor
 /// closed, or its number reused by something else, lists nothing of ours.
 fn set_lists(fd: RawFd, ino: u64) -> bool {
+    set_lists_within(fd, ino, 2)
+}
+
+/// Whether the epoll instance `fd` lists the file `ino`, itself or through an epoll instance it
+/// lists (the set keeps its registrations in an inner instance), `depth` levels down.
+fn set_lists_within(fd: RawFd, ino: u64, depth: u32) -> bool {
     let Ok(info) = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")) else {
         return false;
     };
     info.lines()
         .filter(|line| line.starts_with("tfd:"))
-        .flat_map(str::split_whitespace)
-        .filter_map(|field| field.strip_prefix("ino:"))
-        .any(|hex| u64::from_str_radix(hex, 16) == Ok(ino))
+        .any(|line| {
+            let mut fields = line.split_whitespace();
+            let listed = fields.nth(1).and_then(|n| n.parse::<RawFd>().ok());
+            let lists = fields
+                .filter_map(|field| field.strip_prefix("ino:"))
+                .any(|hex| u64::from_str_radix(hex, 16) == Ok(ino));
+            lists
+                || (depth > 1
+                    && listed.is_some_and(|inner| set_lists_within(inner, ino, depth - 1)))
+        })
 }

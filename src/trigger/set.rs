@@ -143,9 +143,12 @@ impl Ready {
 /// them. A library unwatches a descriptor before it closes it, as libcurl
 /// (`CURL_POLL_REMOVE`), D-Bus (`remove_watch`), GLib (`g_source_remove_unix_fd`) and libusb do;
 /// the set carries the rest. If a library closes first while a duplicate of the descriptor
-/// stays open elsewhere (a forked child), the kernel keeps reporting the old file under a key
-/// the set no longer holds; the set then moves its registrations to a new epoll instance, so the
-/// leftover is reported at most once and the pump does not spin.
+/// stays open elsewhere (a forked child), the kernel goes on reporting the old file: until the
+/// library unwatches it, the registration is handed as ready (as `poll()` hands `POLLNVAL` for
+/// a closed descriptor, run after run); once unwatched, the set moves its registrations to a new
+/// epoll instance at the next report, so the leftover is reported at most once more and the
+/// pump does not spin. A new file that takes the closed number meanwhile is watched only when
+/// the library watches it.
 ///
 /// # Examples
 ///
@@ -318,7 +321,7 @@ impl Descriptors {
     /// # Errors
     ///
     /// What the kernel says (`EBADF` for a closed descriptor, `EPERM` for a regular file,
-    /// `EINVAL` for the set itself, `ELOOP` for a set that watches this one; `EBADF` for a
+    /// `ELOOP` for the set itself or a set that watches this one; `EBADF` for a
     /// negative number, whatever the interest); the set is left as it was, and stays usable.
     ///
     /// # Examples
@@ -614,13 +617,14 @@ fn control(epoll: &OwnedFd, add: bool, fd: RawFd, key: u64, asked: Interest) -> 
     .map_err(io::Error::from)
 }
 
-/// Takes `fd` out of `epoll`. Not there, or closed already (see "The library's part"), is not an
-/// error: a leftover goes with the next new instance.
+/// Takes `fd` out of `epoll`. The kernel refuses only when the number no longer names the file
+/// registered (closed: `EBADF`; another file: `ENOENT`, or `EPERM`, `EINVAL` for a regular file
+/// or an epoll instance); the entry is then gone already, or a leftover of a descriptor closed
+/// while watched, which goes with the next new instance (see "The library's part"). Either way
+/// the registration is gone: not an error.
 fn delete(epoll: &OwnedFd, fd: RawFd) -> io::Result<()> {
-    match by_number(fd, |fd| epoll::delete(epoll, fd)) {
-        Ok(()) | Err(rustix::io::Errno::NOENT | rustix::io::Errno::BADF) => Ok(()),
-        Err(err) => Err(err.into()),
-    }
+    let _ = by_number(fd, |fd| epoll::delete(epoll, fd));
+    Ok(())
 }
 
 /// Calls `f` with the library's descriptor `fd`, for one `epoll_ctl` that names it; a negative
