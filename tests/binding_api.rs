@@ -371,6 +371,20 @@ mod set {
         }
     }
 
+    /// Watches the library's socket for `interest` under `token`, from a call on the loop's thread.
+    async fn watch_on_the_loop(library: &LoopHandle<Library>, interest: Interest, token: u64) {
+        within(
+            "a call",
+            library.call(move |library| {
+                let fd = library.socket.as_raw_fd();
+                library.set.watch(fd, interest, token)
+            }),
+        )
+        .await
+        .expect("the call runs")
+        .expect("watch");
+    }
+
     /// A quiet loop on its own thread (no deadline, no wait: it runs only when asked or when its
     /// set is ready) around a library watching `socket` as `watch` says, handling each run with
     /// `handle`.
@@ -585,16 +599,7 @@ mod set {
 
             // The write watch turned on: the socket is writable, reported under token 2.
             let before = runs.lock().unwrap().len();
-            within(
-                "a call",
-                library.call(|library| {
-                    let fd = library.socket.as_raw_fd();
-                    library.set.watch(fd, Interest::WRITABLE, 2)
-                }),
-            )
-            .await
-            .expect("the call runs")
-            .expect("watch");
+            watch_on_the_loop(&library, Interest::WRITABLE, 2).await;
             let seen = runs.clone();
             eventually("the write watch is reported", || {
                 handed(&seen).contains(&write_watch)
@@ -602,16 +607,7 @@ mod set {
             .await;
             // And the read watch still under its own, both at once if both are ready.
             peer.write_all(b"b").expect("write");
-            within(
-                "a call",
-                library.call(|library| {
-                    let fd = library.socket.as_raw_fd();
-                    library.set.watch(fd, Interest::WRITABLE, 2)
-                }),
-            )
-            .await
-            .expect("the call runs")
-            .expect("watch");
+            watch_on_the_loop(&library, Interest::WRITABLE, 2).await;
             let seen = runs.clone();
             eventually("both watches are reported again", || {
                 let later: Vec<Seen> = seen.lock().unwrap()[before..]
