@@ -74,6 +74,23 @@ impl<'a> Run<'a> {
     /// Why the pump runs the loop now. One run may serve several causes (a kick that comes as the
     /// deadline passes): this is the one that woke the pump; [`deadline_passed`](Run::deadline_passed)
     /// and [`ready`](Run::ready) say the rest.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::{Cause, Pump};
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let (_pump, causes) = Pump::builder().build_with_state(
+    ///     |_setup| Ok(Vec::new()),
+    ///     |causes: &mut Vec<Cause>, run| causes.push(run.cause()),
+    /// )?;
+    /// causes.post(|_| {})?; // a post kicks the loop's thread
+    /// let seen = causes.call(|causes| causes.clone()).await?;
+    /// assert!(seen.iter().all(|&cause| cause == Cause::Kick), "{seen:?}");
+    /// # Ok::<(), ffi_pump::Error>(())
+    /// # }).unwrap();
+    /// ```
     pub fn cause(&self) -> Cause {
         self.cause
     }
@@ -82,6 +99,29 @@ impl<'a> Run<'a> {
     /// whatever woke the pump: the library's timers are due (libcurl's
     /// `CURL_SOCKET_TIMEOUT`, GLib's timeouts). The pump never runs the loop before that
     /// deadline for its sake.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::Pump;
+    /// use std::time::{Duration, Instant};
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let due = Instant::now() + Duration::from_millis(10);
+    /// let (pump, fired) = Pump::builder().build_with_state(
+    ///     |_setup| Ok(false),
+    ///     move |fired: &mut bool, run| {
+    ///         *fired |= run.deadline_passed(); // the library's timers are due
+    ///         (!*fired).then_some(due)
+    ///     },
+    /// )?;
+    /// let table = fired.clone();
+    /// let waited = pump.wait_for(|| None::<()>).timeout(Duration::from_millis(100)).await;
+    /// assert!(waited.is_err()); // timed out; meanwhile the deadline came
+    /// assert!(table.call(|fired| *fired).await?);
+    /// # Ok::<(), ffi_pump::Error>(())
+    /// # }).unwrap();
+    /// ```
     pub fn deadline_passed(&self) -> bool {
         self.deadline_passed
     }
@@ -90,6 +130,35 @@ impl<'a> Run<'a> {
     /// that are ready, asked of the kernel on the first call in this run (later calls hand the
     /// same list). Empty without a set. The list is the run's own: the library's callbacks may
     /// watch and unwatch in the set while it is handled.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::{Interest, Pump};
+    /// use std::io::Write;
+    /// use std::os::fd::AsRawFd;
+    /// use std::os::unix::net::UnixStream;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let (socket, mut peer) = UnixStream::pair()?;
+    /// let (pump, tokens) = Pump::builder().build_with_state(
+    ///     move |setup| {
+    ///         setup.descriptors()?.watch(socket.as_raw_fd(), Interest::READABLE, 7)?;
+    ///         Ok((socket, Vec::new()))
+    ///     },
+    ///     |(_, tokens): &mut (UnixStream, Vec<u64>), run| {
+    ///         tokens.extend(run.ready().iter().map(|ready| ready.token()));
+    ///         None
+    ///     },
+    /// )?;
+    /// peer.write_all(b"!")?;
+    /// while tokens.call(|(_, tokens)| tokens.is_empty()).await? {
+    ///     pump.turn().await?;
+    /// }
+    /// assert_eq!(tokens.call(|(_, tokens)| tokens[0]).await?, 7);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
     #[cfg(any(target_os = "linux", target_os = "android"))]
     #[cfg_attr(docsrs, doc(cfg(any(target_os = "linux", target_os = "android"))))]
     pub fn ready(&self) -> &[crate::Ready] {

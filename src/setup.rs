@@ -7,6 +7,21 @@ use crate::core::Core;
 use crate::Kicker;
 
 /// The error a factory returns: any error, boxed (`?` on any `std::error::Error` makes one).
+///
+/// # Examples
+///
+/// ```
+/// use ffi_pump::{Error, FactoryError, Pump};
+///
+/// fn open_device(path: &str) -> Result<std::fs::File, FactoryError> {
+///     Ok(std::fs::File::open(path)?) // an io::Error becomes a FactoryError
+/// }
+/// let built = Pump::builder()
+///     .build_with_state(|_setup| open_device("/no/such/device"), |_device, _run| None);
+/// let Err(Error::Factory(why)) = built else { panic!("the factory failed") };
+/// let io = why.downcast_ref::<std::io::Error>().expect("the factory's own error");
+/// assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+/// ```
 pub type FactoryError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// What the factory of a loop on its own thread is handed
@@ -56,6 +71,21 @@ impl Setup {
 
     /// A [`Kicker`] for the pump, for the state or a C callback to keep: it asks for a run and
     /// never keeps the pump alive.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::{Kicker, Pump};
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let (pump, library) =
+    ///     Pump::builder().build_with_state(|setup| Ok(setup.kicker()), |_kicker: &mut Kicker, _run| None)?;
+    /// let kicked = library.call(|kicker| kicker.kick()).await?;
+    /// assert!(kicked); // the pump is open
+    /// drop((pump, library));
+    /// # Ok::<(), ffi_pump::Error>(())
+    /// # }).unwrap();
+    /// ```
     pub fn kicker(&self) -> Kicker {
         Kicker::new(&self.core)
     }

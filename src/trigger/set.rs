@@ -72,6 +72,23 @@ impl std::ops::BitOrAssign for Interest {
 }
 
 /// A registration the set found ready, and for what.
+///
+/// # Examples
+///
+/// ```
+/// use ffi_pump::{Descriptors, Interest};
+/// use std::os::fd::AsRawFd;
+/// use std::os::unix::net::UnixStream;
+///
+/// let (socket, peer) = UnixStream::pair()?;
+/// let descriptors = Descriptors::new()?;
+/// descriptors.watch(socket.as_raw_fd(), Interest::READABLE | Interest::WRITABLE, 3)?;
+/// drop(peer); // the peer hangs up
+/// let ready = descriptors.ready()[0];
+/// assert_eq!((ready.token(), ready.fd()), (3, socket.as_raw_fd()));
+/// assert!(ready.is_readable() && ready.is_hangup() && !ready.is_error());
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ready {
     token: u64,
@@ -372,8 +389,25 @@ impl Descriptors {
     ///
     /// # Errors
     ///
-    /// What the kernel says removing the descriptor's entry; the registration is gone from the
-    /// set either way.
+    /// What the kernel says changing the descriptor's entry for the registrations left on it;
+    /// the registration is gone from the set either way. Removing the descriptor's last
+    /// registration never fails, also for a number the library closed already.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::{Descriptors, Interest};
+    /// use std::os::fd::AsRawFd;
+    /// use std::os::unix::net::UnixStream;
+    ///
+    /// let (socket, _peer) = UnixStream::pair()?;
+    /// let descriptors = Descriptors::new()?;
+    /// descriptors.watch(socket.as_raw_fd(), Interest::WRITABLE, 1)?;
+    /// descriptors.unwatch(1)?;
+    /// descriptors.unwatch(1)?; // unknown by now: not an error
+    /// assert!(descriptors.is_empty() && descriptors.ready().is_empty());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn unwatch(&self, token: u64) -> io::Result<()> {
         let mut table = self.table();
         match table.tokens.get(&token) {
@@ -436,6 +470,25 @@ impl Descriptors {
     }
 
     /// The registrations, as `(token, descriptor, interest)`, in no particular order.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::{Descriptors, Interest};
+    /// use std::os::fd::AsRawFd;
+    /// use std::os::unix::net::UnixStream;
+    ///
+    /// let (socket, _peer) = UnixStream::pair()?;
+    /// let fd = socket.as_raw_fd();
+    /// let descriptors = Descriptors::new()?;
+    /// descriptors.watch(fd, Interest::READABLE, 1)?;
+    /// descriptors.watch(fd, Interest::NONE, 2)?;
+    /// let mut watched = descriptors.watched();
+    /// watched.sort_by_key(|&(token, _, _)| token);
+    /// assert_eq!(watched, [(1, fd, Interest::READABLE), (2, fd, Interest::NONE)]);
+    /// assert_eq!(descriptors.len(), 2); // registrations, not descriptors
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn watched(&self) -> Vec<(u64, RawFd, Interest)> {
         self.table()
             .tokens
@@ -461,6 +514,26 @@ impl Descriptors {
     ///
     /// One call looks at no more than 4 096 descriptors. Those left over stay ready, so the set
     /// stays readable and a pump watching it runs again at once.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::{Descriptors, Interest};
+    /// use std::io::Write;
+    /// use std::os::fd::AsRawFd;
+    /// use std::os::unix::net::UnixStream;
+    ///
+    /// let (socket, mut peer) = UnixStream::pair()?;
+    /// let descriptors = Descriptors::new()?;
+    /// descriptors.watch(socket.as_raw_fd(), Interest::READABLE, 9)?;
+    /// peer.write_all(b"!")?;
+    /// for ready in descriptors.ready() {
+    ///     // The library's callback may change the set while it handles what is ready.
+    ///     descriptors.unwatch(ready.token())?;
+    /// }
+    /// assert!(descriptors.is_empty());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn ready(&self) -> Vec<Ready> {
         let mut ready = Vec::new();
         self.ready_into(&mut ready);
@@ -469,6 +542,23 @@ impl Descriptors {
 
     /// [`ready`](Descriptors::ready) into a list the caller keeps from run to run (it is
     /// cleared first), so a busy loop does not allocate one each run.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::{Descriptors, Interest};
+    /// use std::os::fd::AsRawFd;
+    /// use std::os::unix::net::UnixStream;
+    ///
+    /// let (socket, _peer) = UnixStream::pair()?;
+    /// let descriptors = Descriptors::new()?;
+    /// descriptors.watch(socket.as_raw_fd(), Interest::WRITABLE, 1)?;
+    /// let mut ready = Vec::new(); // kept from run to run
+    /// descriptors.ready_into(&mut ready);
+    /// descriptors.ready_into(&mut ready);
+    /// assert_eq!(ready.len(), 1, "cleared, then filled");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     pub fn ready_into(&self, ready: &mut Vec<Ready>) {
         ready.clear();
         let mut table = self.table();
