@@ -60,6 +60,16 @@ impl<S> Default for Calls<S> {
     }
 }
 
+impl<S: 'static> crate::kept::Forget for Calls<S> {
+    fn forget(&self, key: crate::kept::Key) {
+        // Not kicked: the value can wait for the next run. Refused once closed: the loop's
+        // thread drops what is left as it ends.
+        let _ = self.push(Box::new(move |_: &mut S| {
+            crate::kept::forget_here(key);
+        }));
+    }
+}
+
 impl<S> Calls<S> {
     /// A request id not given out before on this loop.
     pub(crate) fn next_request(&self) -> u64 {

@@ -78,7 +78,9 @@
 //!
 //! A thread-affine library with timers (Tcl, libuv) keeps its state on its own thread and
 //! answers requests: `start` makes the C timer with the request's [`Completer`] as its callback
-//! data, the callback completes it, `cancel` deletes the timer if the request gives up.
+//! data and returns the timer, the callback completes it, `cancel` gets the timer back and
+//! deletes it if the request gives up — the pump keeps it meanwhile, so the binding keeps no
+//! table of its own.
 //!
 //! ```
 //! use ffi_pump::{Completer, Pump, RequestId};
@@ -108,10 +110,12 @@
 //! let fired = timers
 //!     .request(
 //!         move |timers, done| {
-//!             timers.due.insert((at, done.id()), done); // ffi::timer_create(at, callback, done)
+//!             let timer = (at, done.id());
+//!             timers.due.insert(timer, done); // ffi::timer_create(at, callback, done)
+//!             timer // what the cancel needs
 //!         },
-//!         move |timers, id| {
-//!             timers.due.remove(&(at, id)); // ffi::timer_delete()
+//!         |timers, timer| {
+//!             timers.due.remove(&timer); // ffi::timer_delete(timer)
 //!         },
 //!     )
 //!     .timeout(Duration::from_secs(2))

@@ -186,6 +186,7 @@ mod core;
 mod driver;
 mod error;
 pub mod guide;
+mod kept;
 mod kicker;
 mod loop_handle;
 mod next;

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 
 use std::hash::Hash;
@@ -345,9 +345,13 @@ impl<S: 'static> LoopHandle<S> {
 impl<S: 'static> LoopHandle<S> {
     /// Starts work on the loop's thread and waits for its one result, with no table or id of
     /// the binding's own: `start` runs there with the state and a [`Completer`] (to keep with
-    /// the C object it starts, and complete when the library reports it finished); `cancel`
-    /// runs there with the request's [`RequestId`] if the request gives up first (times out, is
-    /// dropped, or the pump closes) — only if `start` ran, and not once the request completed.
+    /// the C object it starts, and complete when the library reports it finished), and returns
+    /// what a cancel needs (the C timer, the transfer handle, the callback data: it need not be
+    /// `Send`); `cancel` runs there with it if the request gives up first (times out, is
+    /// dropped, or the pump closes) — only if `start` ran, and not once the request was
+    /// answered. What `start` returned is kept on the loop's thread until then, and dropped
+    /// there once the request is answered: at once when answered on the loop's thread after
+    /// `start` returned (from `run_once`, as C callbacks do), else at the loop's next run.
     ///
     /// [`submit`](LoopHandle::submit) is the same for a library whose results are keyed by its
     /// own ids in a [`Completions`] table.
@@ -369,6 +373,7 @@ impl<S: 'static> LoopHandle<S> {
     /// struct Resolver {
     ///     lookups: HashMap<RequestId, (String, Completer<usize>)>,
     /// }
+    /// // (`ffi::lookup_start` would return a handle for `ffi::lookup_cancel`: here the id.)
     ///
     /// # futures_lite::future::block_on(async {
     /// let (_pump, resolver) = Pump::builder().build_with_state(|_| Ok(Resolver::default()), |resolver, _| {
@@ -380,10 +385,12 @@ impl<S: 'static> LoopHandle<S> {
     /// let answer = resolver
     ///     .request(
     ///         |resolver, done| {
-    ///             resolver.lookups.insert(done.id(), ("example.org".into(), done));
+    ///             let id = done.id();
+    ///             resolver.lookups.insert(id, ("example.org".into(), done));
+    ///             id // what the cancel needs
     ///         },
     ///         |resolver, id| {
-    ///             resolver.lookups.remove(&id); // ffi::cancel(lookup)
+    ///             resolver.lookups.remove(&id); // ffi::lookup_cancel(handle)
     ///         },
     ///     )
     ///     .timeout(Duration::from_secs(2))
@@ -392,20 +399,35 @@ impl<S: 'static> LoopHandle<S> {
     /// # Ok::<(), ffi_pump::Error>(())
     /// # }).unwrap();
     /// ```
-    pub fn request<V, F, C>(&self, start: F, cancel: C) -> Request<V>
+    pub fn request<V, T, F, C>(&self, start: F, cancel: C) -> Request<V>
     where
         V: Send + 'static,
-        F: FnOnce(&mut S, Completer<V>) + Send + 'static,
-        C: FnOnce(&mut S, RequestId) + Send + 'static,
+        T: 'static,
+        F: FnOnce(&mut S, Completer<V>) -> T + Send + 'static,
+        C: FnOnce(&mut S, T) + Send + 'static,
     {
         let id = RequestId(self.calls.next_request());
+        let key = (self.core.id(), id.get());
         let table = Completions::new();
-        let done = Completer::new(table.clone(), id, Arc::downgrade(&self.core));
+        let forget: Weak<dyn crate::kept::Forget> = Arc::downgrade(&self.calls) as _;
+        let done = Completer::new(
+            table.clone(),
+            id,
+            Arc::downgrade(&self.core),
+            Some((key, forget)),
+        );
         let wait = self.submit(
             &table,
             (),
-            move |state| start(state, done),
-            move |state| cancel(state, id),
+            move |state| {
+                let kept = start(state, done);
+                crate::kept::keep(key, Box::new(kept));
+            },
+            move |state| {
+                if let Some(kept) = crate::kept::take::<T>(key) {
+                    cancel(state, kept);
+                }
+            },
         );
         Request::new(wait, id)
     }

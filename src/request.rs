@@ -8,6 +8,7 @@ use std::sync::Weak;
 use std::task::{Context, Poll};
 
 use crate::core::Core;
+use crate::kept::{self, Forget};
 use crate::{Completions, Error, WaitKey};
 
 /// Names one request ([`LoopHandle::request`](crate::LoopHandle::request)) among those of its
@@ -54,6 +55,8 @@ pub struct Completer<V> {
     id: RequestId,
     core: Weak<Core>,
     answered: bool,
+    /// What `start` returned is kept under this key; answered, it is dropped.
+    kept: Option<(kept::Key, Weak<dyn Forget>)>,
 }
 
 impl<V> Completer<V> {
@@ -61,12 +64,14 @@ impl<V> Completer<V> {
         table: Completions<(), Result<V, Error>>,
         id: RequestId,
         core: Weak<Core>,
+        kept: Option<(kept::Key, Weak<dyn Forget>)>,
     ) -> Self {
         Completer {
             table,
             id,
             core,
             answered: false,
+            kept,
         }
     }
 
@@ -103,10 +108,23 @@ impl<V> Completer<V> {
         self.answered = true;
         drop(self.table.complete((), Ok(value)));
     }
+
+    /// The request is answered: what `start` returned goes, here if this is the loop's thread
+    /// and it was kept already, else at the loop's next run.
+    fn forget_kept(&mut self) {
+        if let Some((key, forget)) = self.kept.take() {
+            if !kept::forget_here(key) {
+                if let Some(forget) = forget.upgrade() {
+                    forget.forget(key);
+                }
+            }
+        }
+    }
 }
 
 impl<V> Drop for Completer<V> {
     fn drop(&mut self) {
+        self.forget_kept();
         if !self.answered {
             // Dropped as `run_once` unwinds: the pump is about to fail with `Panicked`.
             let why = match std::thread::panicking() {

@@ -1,5 +1,6 @@
 //! Requests with keys the pump allocates (`LoopHandle::request`): no table or id of the
-//! binding's own, a cancel that gets the request's id, a completer that cannot be forgotten.
+//! binding's own, a cancel that gets what `start` returned (kept on the loop's thread), a
+//! completer that cannot be forgotten.
 
 mod common;
 
@@ -34,9 +35,11 @@ fn library() -> (Pump, ffi_pump::LoopHandle<Library>) {
         .expect("pump thread starts")
 }
 
-fn start(input: u64) -> impl FnOnce(&mut Library, Completer<u64>) + Send + 'static {
+fn start(input: u64) -> impl FnOnce(&mut Library, Completer<u64>) -> RequestId + Send + 'static {
     move |library, done| {
-        library.running.insert(done.id(), (input, done));
+        let id = done.id();
+        library.running.insert(id, (input, done));
+        id
     }
 }
 
@@ -86,7 +89,14 @@ on_every_backend! {
     fn a_completer_dropped_unused_ends_its_request(rt: Rt) {
         rt.block_on(async {
             let (_pump, handle) = library();
-            let forgotten = handle.request(|_, done: Completer<u64>| drop(done), cancel);
+            let forgotten = handle.request(
+                |_, done: Completer<u64>| {
+                    let id = done.id();
+                    drop(done);
+                    id
+                },
+                cancel,
+            );
             assert_eq!(
                 common::within("the forgotten request", forgotten).await,
                 Err(Error::Unanswered)
@@ -133,4 +143,122 @@ on_every_backend! {
             assert_eq!(common::within("a request on a closed pump", late).await, Err(Error::Closed));
         });
     }
+}
+
+/// What `start` returns stays on the loop's thread (it holds an `Rc`: not `Send`), goes to the
+/// cancel if the request gives up, and is dropped once the request is answered (at a later run
+/// when answered inside `start` or from another thread); at the close, the cancel gets it.
+#[test]
+fn what_start_returns_goes_to_the_cancel_or_is_dropped_once_answered() {
+    use std::rc::Rc;
+    use std::sync::Mutex;
+
+    /// A value `start` returns: counted live while it exists.
+    struct Token(u64, std::marker::PhantomData<Rc<()>>, Arc<AtomicUsize>);
+    impl Drop for Token {
+        fn drop(&mut self) {
+            self.2.fetch_sub(1, SeqCst);
+        }
+    }
+    let live = Arc::new(AtomicUsize::new(0));
+    let token = {
+        let live = live.clone();
+        move |n: u64| {
+            live.fetch_add(1, SeqCst);
+            Token(n, std::marker::PhantomData, live.clone())
+        }
+    };
+    let cancelled = Arc::new(Mutex::new(Vec::new()));
+    let cancel = {
+        let cancelled = cancelled.clone();
+        move || {
+            let cancelled = cancelled.clone();
+            move |_: &mut Vec<Completer<u64>>, token: Token| cancelled.lock().unwrap().push(token.0)
+        }
+    };
+
+    futures_lite::future::block_on(async {
+        let (pump, handle) = Pump::builder()
+            .build_with_state(|_| Ok(Vec::<Completer<u64>>::new()), |_, _| None)
+            .expect("pump thread starts");
+
+        // Answered on the loop's thread, inside `start` itself: dropped by the next run.
+        let make = token.clone();
+        let answered = handle.request(
+            move |_, done: Completer<u64>| {
+                done.complete(1);
+                make(1)
+            },
+            cancel(),
+        );
+        assert_eq!(common::within("answered", answered).await, Ok(1));
+        let (runs, live_now) = (handle.clone(), live.clone());
+        common::eventually("dropped after the answer inside start", move || {
+            futures_lite::future::block_on(runs.call(|_| {})).expect("a run");
+            live_now.load(SeqCst) == 0
+        })
+        .await;
+
+        // Gave up: the cancel gets the very value.
+        let make = token.clone();
+        let gave_up = handle
+            .request(
+                move |held, done: Completer<u64>| {
+                    held.push(done);
+                    make(2)
+                },
+                cancel(),
+            )
+            .timeout(Duration::from_millis(20));
+        assert_eq!(gave_up.await, Err(Error::TimedOut));
+        handle
+            .call(|_| {})
+            .await
+            .expect("the call runs after the cancel");
+        assert_eq!(*cancelled.lock().unwrap(), [2]);
+        assert_eq!(live.load(SeqCst), 0);
+
+        // Answered from another thread: dropped on the loop's thread at its next run.
+        let make = token.clone();
+        let elsewhere = handle.request(
+            move |_, done: Completer<u64>| {
+                std::thread::spawn(move || done.complete(3));
+                make(3)
+            },
+            cancel(),
+        );
+        assert_eq!(common::within("answered elsewhere", elsewhere).await, Ok(3));
+        // The word comes as the other thread drops the completer, just after the answer.
+        let (runs, live_now) = (handle.clone(), live.clone());
+        common::eventually("dropped after the answer from another thread", move || {
+            futures_lite::future::block_on(runs.call(|_| {})).expect("a run");
+            live_now.load(SeqCst) == 0
+        })
+        .await;
+
+        // Open at the close: the cancel gets it, on the loop's thread, before it ends.
+        let make = token.clone();
+        let open = handle.request(
+            move |held, done: Completer<u64>| {
+                held.push(done);
+                make(4)
+            },
+            cancel(),
+        );
+        let live_now = live.clone();
+        common::eventually("the open request started", move || {
+            live_now.load(SeqCst) == 1
+        })
+        .await;
+        pump.close();
+        assert!(open.await.is_err());
+        pump.closed().await.expect("closed from outside the pump");
+        assert_eq!(*cancelled.lock().unwrap(), [2, 4]);
+        assert_eq!(live.load(SeqCst), 0);
+        assert_eq!(
+            *cancelled.lock().unwrap(),
+            [2, 4],
+            "no cancel of an answered request"
+        );
+    });
 }

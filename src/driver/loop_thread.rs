@@ -159,6 +159,8 @@ impl<S, R> Drop for Owned<'_, S, R> {
         self.core.close();
         let _inside = Inside::enter(self.core.id());
         self.calls.close(self.state.as_mut());
+        // What requests' starts returned and no cancel took: before the state they belong to.
+        crate::kept::forget_pump(self.core.id());
         if let Some(state) = self.state.take() {
             self.core.drop_user("the loop's state", state);
         }

@@ -163,7 +163,8 @@ impl Transfers {
         Ok(transfers)
     }
 
-    fn start(&mut self, url: &str, done: Completer<Outcome>) {
+    /// Adds the transfer; its token is what a cancel needs.
+    fn start(&mut self, url: &str, done: Completer<Outcome>) -> usize {
         let token = done.id().get() as usize;
         let mut easy = Easy2::new(Body::default());
         let added = easy.url(url).map_err(|e| e.to_string()).and_then(|()| {
@@ -175,6 +176,7 @@ impl Transfers {
             Ok(handle) => drop(self.open.insert(token, (handle, done))),
             Err(err) => done.complete(Err(err)),
         }
+        token
     }
 
     /// The request for `token` gave up: the transfer leaves the multi handle.
@@ -291,7 +293,7 @@ impl Client {
         self.transfers
             .request(
                 move |transfers, done| transfers.start(&url, done),
-                |transfers, id| transfers.cancel(id.get() as usize),
+                Transfers::cancel,
             )
             .timeout(timeout)
             .await

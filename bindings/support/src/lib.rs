@@ -1,14 +1,14 @@
-//! What the example bindings share: the bookkeeping of timers made in a C library (Tcl,
+//! What the example bindings share: the data a C timer callback carries in a library (Tcl,
 //! libuv) whose callbacks complete requests (`LoopHandle::request`), and the examples' reading
 //! of the CPU they used.
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 #![forbid(unsafe_code)]
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::time::Instant;
 
-use ffi_pump::{Completer, RequestId};
+use ffi_pump::Completer;
 
 /// A timer that fired: when it was due, and when the C library ran its callback.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,37 +19,36 @@ pub struct Fired {
     pub at: Instant,
 }
 
-/// The timers of one loop, on the loop's thread: the ids whose callback ran since the binding
-/// last looked (so it can free what it kept for them).
+/// The timers of one loop, on the loop's thread: how many have neither fired nor been
+/// cancelled (each [`Callback`] counts while it lives).
 #[derive(Debug, Default)]
 pub struct Timers {
-    done: Rc<RefCell<Vec<RequestId>>>,
+    live: Rc<Cell<usize>>,
 }
 
 impl Timers {
     /// What the C callback of the timer of request `done`, due at `due`, carries.
     pub fn callback(&self, done: Completer<Fired>, due: Instant) -> Callback {
+        self.live.set(self.live.get() + 1);
         Callback {
-            id: done.id(),
             due,
             done: RefCell::new(Some(done)),
-            fired: self.done.clone(),
+            live: self.live.clone(),
         }
     }
 
-    /// The ids whose callback ran since the last call.
-    pub fn take_fired(&self) -> Vec<RequestId> {
-        std::mem::take(&mut *self.done.borrow_mut())
+    /// Timers whose callback data is still alive: neither fired nor cancelled.
+    pub fn pending(&self) -> usize {
+        self.live.get()
     }
 }
 
 /// What a C timer callback carries: firing it completes the timer's request.
 #[derive(Debug)]
 pub struct Callback {
-    id: RequestId,
     due: Instant,
     done: RefCell<Option<Completer<Fired>>>,
-    fired: Rc<RefCell<Vec<RequestId>>>,
+    live: Rc<Cell<usize>>,
 }
 
 impl Callback {
@@ -60,8 +59,13 @@ impl Callback {
                 due: self.due,
                 at: Instant::now(),
             });
-            self.fired.borrow_mut().push(self.id);
         }
+    }
+}
+
+impl Drop for Callback {
+    fn drop(&mut self) {
+        self.live.set(self.live.get() - 1);
     }
 }
 

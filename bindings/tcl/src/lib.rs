@@ -13,7 +13,7 @@
 
 mod ffi;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::ffi::{c_int, c_void, CStr};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Once};
@@ -49,13 +49,18 @@ pub struct Counters {
 struct Interp {
     raw: *mut ffi::Tcl_Interp,
     schedule: Schedule,
-    /// Pending timers: Tcl's token, the callback data Tcl holds, when it is due.
-    pending: HashMap<RequestId, (ffi::Tcl_TimerToken, *mut Callback, Instant)>,
-    /// When each pending timer is due, in order.
+    /// When each pending timer is due, in order (Tcl does not say when its next one is).
     due: BTreeSet<(Instant, RequestId)>,
     timers: Timers,
     counters: Arc<Counters>,
     inside: AtomicBool,
+}
+
+/// A timer made for a sleep: what its cancel needs (kept by the pump on this thread).
+struct Timer {
+    token: ffi::Tcl_TimerToken,
+    data: *mut Callback,
+    due: (Instant, RequestId),
 }
 
 /// # Safety
@@ -63,7 +68,8 @@ struct Interp {
 /// Called by Tcl with the `Callback` that `Interp::after` leaked for it, once.
 unsafe extern "C" fn fire(client_data: *mut c_void) {
     // SAFETY: `client_data` is the `Box<Callback>` leaked by `Interp::after`; Tcl calls this
-    // once and the binding then forgets the pointer (`take_fired`), so it is freed exactly once.
+    // once, and firing answers the sleep, after which its cancel (the only other owner) never
+    // runs: it is freed exactly once.
     let callback = unsafe { Box::from_raw(client_data.cast::<Callback>()) };
     callback.fire();
 }
@@ -81,7 +87,6 @@ impl Interp {
         Ok(Interp {
             raw,
             schedule,
-            pending: HashMap::new(),
             due: BTreeSet::new(),
             timers: Timers::default(),
             counters,
@@ -89,8 +94,8 @@ impl Interp {
         })
     }
 
-    /// Creates a Tcl timer `delay` from now that completes `id`.
-    fn after(&mut self, done: Completer<Fired>, delay: Duration) {
+    /// Creates a Tcl timer `delay` from now that completes `done`.
+    fn after(&mut self, done: Completer<Fired>, delay: Duration) -> Timer {
         let id = done.id();
         let ms = c_int::try_from(delay.as_millis()).unwrap_or(c_int::MAX);
         let delay = Duration::from_millis(ms as u64);
@@ -100,32 +105,21 @@ impl Interp {
         // `cancel` deletes the timer and frees it.
         let token = unsafe { ffi::Tcl_CreateTimerHandler(ms, fire, data.cast()) };
         // Read after: when this passes, Tcl's due time has passed too, so the run finds it due.
-        let due = Instant::now() + delay;
-        self.pending.insert(id, (token, data, due));
-        self.due.insert((due, id));
+        let due = (Instant::now() + delay, id);
+        self.due.insert(due);
+        Timer { token, data, due }
     }
 
-    /// Deletes the timer of `id` if it has not fired.
-    fn cancel(&mut self, id: RequestId) {
-        self.forget_fired();
-        if let Some((token, data, due)) = self.pending.remove(&id) {
-            // SAFETY: the timer has not fired (it is still pending after `forget_fired`), so
-            // Tcl still holds the token and `data`; once deleted, Tcl never calls `fire` with it.
-            unsafe {
-                ffi::Tcl_DeleteTimerHandler(token);
-                drop(Box::from_raw(data));
-            }
-            self.due.remove(&(due, id));
+    /// Deletes a timer whose sleep gave up: the pump runs this only if it has not fired.
+    fn cancel(&mut self, timer: Timer) {
+        // SAFETY: the timer has not fired (firing answers its sleep, and the pump does not
+        // cancel an answered one), so Tcl still holds the token and `data`; once deleted, Tcl
+        // never calls `fire` with it.
+        unsafe {
+            ffi::Tcl_DeleteTimerHandler(timer.token);
+            drop(Box::from_raw(timer.data));
         }
-    }
-
-    /// Drops the bookkeeping of the timers that fired (`fire` freed their data).
-    fn forget_fired(&mut self) {
-        for id in self.timers.take_fired() {
-            if let Some((_, _, due)) = self.pending.remove(&id) {
-                self.due.remove(&(due, id));
-            }
-        }
+        self.due.remove(&timer.due);
     }
 
     fn eval(&mut self, script: &str) -> Result<String, String> {
@@ -145,6 +139,8 @@ impl Interp {
 
     /// One run: every event that is ready, then when the next run is due.
     fn run_once(&mut self) -> Option<Instant> {
+        // Every timer due by now fires in this run.
+        let now = Instant::now();
         if self.inside.swap(true, Ordering::SeqCst) {
             self.counters.overlaps.fetch_add(1, Ordering::SeqCst);
         }
@@ -157,7 +153,9 @@ impl Interp {
             }
             self.counters.events.fetch_add(1, Ordering::SeqCst);
         }
-        self.forget_fired();
+        while self.due.first().is_some_and(|&(at, _)| at <= now) {
+            self.due.pop_first();
+        }
         self.inside.store(false, Ordering::SeqCst);
         let (&(next, _), schedule) = (self.due.first()?, self.schedule);
         match schedule {
@@ -169,15 +167,8 @@ impl Interp {
 
 impl Drop for Interp {
     fn drop(&mut self) {
-        self.forget_fired();
-        for (_, (token, data, _)) in self.pending.drain() {
-            // SAFETY: every timer left has not fired, so Tcl still holds its token and data;
-            // deleting it first means Tcl never calls `fire` with the freed data.
-            unsafe {
-                ffi::Tcl_DeleteTimerHandler(token);
-                drop(Box::from_raw(data));
-            }
-        }
+        // Every timer left was deleted by its sleep's cancel, which the pump runs at the close,
+        // before it drops the state.
         // SAFETY: the interpreter was created on this thread and is deleted once.
         unsafe { ffi::Tcl_DeleteInterp(self.raw) };
     }
@@ -194,7 +185,7 @@ pub struct Tcl {
 impl std::fmt::Debug for Interp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Interp")
-            .field("pending", &self.pending.len())
+            .field("pending", &self.timers.pending())
             .finish_non_exhaustive()
     }
 }
@@ -231,12 +222,7 @@ impl Tcl {
 
     /// Timers the binding created that have neither fired nor been deleted.
     pub async fn pending_timers(&self) -> Result<usize, Error> {
-        self.interp
-            .call(|state| {
-                state.forget_fired();
-                state.pending.len()
-            })
-            .await
+        self.interp.call(|state| state.timers.pending()).await
     }
 
     /// The pump that drives the interpreter.

@@ -12,7 +12,6 @@
 mod ffi;
 
 use std::alloc::Layout;
-use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -21,7 +20,7 @@ use std::time::{Duration, Instant};
 pub use ffi_pump_binding_support::Fired;
 use ffi_pump_binding_support::{Callback, Timers};
 
-use ffi_pump::{Completer, Error, LoopHandle, Pump, RequestId};
+use ffi_pump::{Completer, Error, LoopHandle, Pump};
 
 /// Counters proving how the loop was driven.
 #[derive(Debug, Default)]
@@ -35,13 +34,29 @@ fn layout(size: usize) -> Layout {
     Layout::from_size_align(size, 16).expect("a sane size")
 }
 
+/// Takes a timer's `Callback` off its handle (the data is null after), and closes the handle.
+///
 /// # Safety
 ///
-/// Called by libuv with a timer handle made by `Loop::after`, whose data is a `Callback`.
+/// `handle` is a timer made by `Loop::after` that was not closed yet, on its loop's thread.
+unsafe fn close_timer(handle: *mut ffi::uv_handle_t) -> Box<Callback> {
+    // SAFETY: the handle's data is the `Box<Callback>` leaked by `Loop::after`, taken once (here:
+    // the data is null afterwards and the handle closed, so no second call can come).
+    unsafe {
+        let callback = Box::from_raw(ffi::uv_handle_get_data(handle).cast::<Callback>());
+        ffi::uv_handle_set_data(handle, std::ptr::null_mut());
+        ffi::uv_close(handle, closed);
+        callback
+    }
+}
+
+/// # Safety
+///
+/// Called by libuv with a timer handle made by `Loop::after`, once (it does not repeat).
 unsafe extern "C" fn fire(handle: *mut ffi::uv_handle_t) {
-    // SAFETY: the handle's data is the `Callback` set by `Loop::after`, alive until the handle
-    // is closed (`closed` frees it), which happens only after this.
-    let callback = unsafe { &*ffi::uv_handle_get_data(handle).cast::<Callback>() };
+    // SAFETY: a timer of `Loop::after` firing: not closed yet (a closed one does not fire), and
+    // closing it in its own callback is allowed.
+    let callback = unsafe { close_timer(handle) };
     callback.fire();
 }
 
@@ -49,21 +64,14 @@ unsafe extern "C" fn fire(handle: *mut ffi::uv_handle_t) {
 ///
 /// libuv's close callback of a timer handle made by `Loop::after`.
 unsafe extern "C" fn closed(handle: *mut ffi::uv_handle_t) {
-    // SAFETY: the handle is closed: libuv no longer uses it or its data, both made by
-    // `Loop::after` with these layouts, and freed here once.
-    unsafe {
-        drop(Box::from_raw(
-            ffi::uv_handle_get_data(handle).cast::<Callback>(),
-        ));
-        std::alloc::dealloc(handle.cast(), layout(ffi::uv_handle_size(ffi::UV_TIMER)));
-    }
+    // SAFETY: the handle is closed: libuv no longer uses it; made by `Loop::after` with this
+    // layout, freed here once (its data was taken when it was closed).
+    unsafe { std::alloc::dealloc(handle.cast(), layout(ffi::uv_handle_size(ffi::UV_TIMER))) };
 }
 
 /// The uv loop and its timers, on the pump thread.
 struct Loop {
     raw: *mut ffi::uv_loop_t,
-    /// The handles of the timers not yet closed.
-    handles: HashMap<RequestId, *mut ffi::uv_handle_t>,
     timers: Timers,
     counters: Arc<Counters>,
 }
@@ -71,7 +79,7 @@ struct Loop {
 impl std::fmt::Debug for Loop {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Loop")
-            .field("handles", &self.handles.len())
+            .field("timers", &self.timers.pending())
             .finish_non_exhaustive()
     }
 }
@@ -88,21 +96,20 @@ impl Loop {
         };
         Loop {
             raw,
-            handles: HashMap::new(),
             timers: Timers::default(),
             counters,
         }
     }
 
-    /// Starts a uv timer `delay` from now that completes `id`.
-    fn after(&mut self, done: Completer<Fired>, delay: Duration) {
-        let id = done.id();
+    /// Starts a uv timer `delay` from now that completes `done`; its handle is what a cancel
+    /// needs.
+    fn after(&mut self, done: Completer<Fired>, delay: Duration) -> *mut ffi::uv_handle_t {
         let ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
         let due = Instant::now() + Duration::from_millis(ms);
         let data = Box::into_raw(Box::new(self.timers.callback(done, due)));
         // SAFETY: the handle's memory has the size libuv reports for a timer; it is initialised
         // on this loop, carries `data`, and is freed by `closed` once libuv is done with it.
-        let handle = unsafe {
+        unsafe {
             let handle = std::alloc::alloc(layout(ffi::uv_handle_size(ffi::UV_TIMER)))
                 .cast::<ffi::uv_handle_t>();
             assert!(!handle.is_null(), "out of memory");
@@ -110,29 +117,16 @@ impl Loop {
             ffi::uv_handle_set_data(handle, data.cast::<c_void>());
             ffi::uv_timer_start(handle, fire, ms, 0);
             handle
-        };
-        self.handles.insert(id, handle);
-    }
-
-    /// Stops the timer of `id` and closes it, if it is still there.
-    fn cancel(&mut self, id: RequestId) {
-        self.close_fired();
-        if let Some(handle) = self.handles.remove(&id) {
-            // SAFETY: a live timer of this loop; once closed, `closed` frees it.
-            unsafe {
-                ffi::uv_timer_stop(handle);
-                ffi::uv_close(handle, closed);
-            }
         }
     }
 
-    /// Closes the handles of the timers that fired.
-    fn close_fired(&mut self) {
-        for id in self.timers.take_fired() {
-            if let Some(handle) = self.handles.remove(&id) {
-                // SAFETY: a live timer of this loop (fired, not yet closed).
-                unsafe { ffi::uv_close(handle, closed) };
-            }
+    /// Stops a timer whose sleep gave up: the pump runs this only if it has not fired.
+    fn cancel(&mut self, handle: *mut ffi::uv_handle_t) {
+        // SAFETY: the timer has not fired (firing answers its sleep, and the pump does not
+        // cancel an answered one), so it is live and not closed.
+        unsafe {
+            ffi::uv_timer_stop(handle);
+            drop(close_timer(handle));
         }
     }
 
@@ -141,7 +135,6 @@ impl Loop {
         self.counters.runs.fetch_add(1, Ordering::SeqCst);
         // SAFETY: this thread owns the loop.
         unsafe { ffi::uv_run(self.raw, ffi::UV_RUN_NOWAIT) };
-        self.close_fired();
         // libuv's timeout is 0 for a loop with nothing left in it (no active handle, request or
         // closing handle), which would make the pump run it again and again while idle.
         // SAFETY: as above.
@@ -157,14 +150,8 @@ impl Loop {
 
 impl Drop for Loop {
     fn drop(&mut self) {
-        self.close_fired();
-        for (_, handle) in self.handles.drain() {
-            // SAFETY: a live timer of this loop; closed, then freed by `closed` below.
-            unsafe {
-                ffi::uv_timer_stop(handle);
-                ffi::uv_close(handle, closed);
-            }
-        }
+        // Every timer left was stopped and closed by its sleep's cancel, which the pump runs at
+        // the close, before it drops the state.
         // SAFETY: runs the close callbacks, then closes and frees the loop (nothing is left on
         // it), on the thread that owns it.
         unsafe {
@@ -206,12 +193,7 @@ impl Uv {
 
     /// Timers the binding started that have neither fired nor been stopped.
     pub async fn pending_timers(&self) -> Result<usize, Error> {
-        self.uv
-            .call(|uv| {
-                uv.close_fired();
-                uv.handles.len()
-            })
-            .await
+        self.uv.call(|uv| uv.timers.pending()).await
     }
 
     /// The pump that drives the loop.

@@ -1,0 +1,63 @@
+//! What a request's `start` returned ([`LoopHandle::request`](crate::LoopHandle::request)),
+//! kept on the loop's thread until the request's cancel takes it or the request is answered: the
+//! C timer, the transfer handle, the callback data — so the binding keeps no table of its own to
+//! find them again.
+//!
+//! The values need not be `Send`: they are made, kept, taken and dropped on the loop's thread
+//! only, in a map of that thread, by pump and request.
+
+use std::any::Any;
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+/// A request: its pump's id and its own.
+pub(crate) type Key = (usize, u64);
+
+thread_local! {
+    static KEPT: RefCell<HashMap<Key, Box<dyn Any>>> = RefCell::new(HashMap::new());
+}
+
+/// Keeps `value` for `key` on this thread (the loop's).
+pub(crate) fn keep(key: Key, value: Box<dyn Any>) {
+    // In thread teardown there is nowhere to keep it: dropped here instead.
+    let _ = KEPT.try_with(|kept| kept.borrow_mut().insert(key, value));
+}
+
+/// Takes what was kept for `key` on this thread, if it is a `T`.
+pub(crate) fn take<T: 'static>(key: Key) -> Option<T> {
+    let value = KEPT
+        .try_with(|kept| kept.borrow_mut().remove(&key))
+        .ok()??;
+    value.downcast::<T>().ok().map(|value| *value)
+}
+
+/// Drops what was kept for `key`, if it was kept on this thread; `false` if not (another thread,
+/// or not kept yet).
+pub(crate) fn forget_here(key: Key) -> bool {
+    // Taken out first: its `Drop` may call back into the crate (and this map).
+    let value = KEPT
+        .try_with(|kept| kept.borrow_mut().remove(&key))
+        .ok()
+        .flatten();
+    let found = value.is_some();
+    crate::unwind::drop_caught(value);
+    found
+}
+
+/// Drops everything kept for the pump `pump` on this thread: the loop's thread, as it ends.
+pub(crate) fn forget_pump(pump: usize) {
+    let values: Vec<Box<dyn Any>> = KEPT
+        .try_with(|kept| {
+            let mut kept = kept.borrow_mut();
+            let keys: Vec<Key> = kept.keys().filter(|key| key.0 == pump).copied().collect();
+            keys.iter().filter_map(|key| kept.remove(key)).collect()
+        })
+        .unwrap_or_default();
+    crate::unwind::drop_each_caught(values);
+}
+
+/// Where a request answered away from the loop's thread sends word to drop what was kept for it.
+pub(crate) trait Forget: Send + Sync {
+    /// Drops what was kept for `key`, on the loop's thread, at its next run.
+    fn forget(&self, key: Key);
+}
