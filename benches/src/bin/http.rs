@@ -1,7 +1,9 @@
 //! libcurl clients side by side against a local HTTP server in another process: isahc (curl's
 //! multi handle on its own agent thread, woken by `polling`), the curl binding polled with
-//! `perform()` at most 1 ms apart (the interval client), and the curl binding driven by curl's
-//! socket API through ffi-pump (the socket-driven client).
+//! `perform()` at most 1 ms apart (the interval client), the curl binding driven by curl's
+//! socket API through ffi-pump (the socket-driven client), and the floor any async wrapper
+//! stands on: a bare client — one thread, no async runtime, libcurl's socket API on a
+//! level-triggered `polling::Poller`, every request added at once (`bare`).
 //!
 //! ```text
 //! cargo run --release -p ffi-pump-bench --bin http [REPEATS]
@@ -28,7 +30,7 @@ use ffi_pump_bench::report::Spread;
 use ffi_pump_bench::usage;
 use serde::{Deserialize, Serialize};
 
-const CLIENTS: [&str; 3] = ["isahc", "interval", "sockets"];
+const CLIENTS: [&str; 4] = ["isahc", "interval", "sockets", "bare"];
 /// (requests, server delay ms, body bytes).
 const CELLS: [(usize, u64, usize); 4] = [
     (100, 1_000, 100),
@@ -220,6 +222,10 @@ fn client(
             }));
             (outcomes, wall, cpu, Some(counter.runs() - before))
         }
+        "bare" => {
+            let (outcomes, wall, cpu, calls) = bare::client(requests, &url, timeout)?;
+            (outcomes, wall, cpu, Some(calls))
+        }
         other => return Err(format!("no client {other}").into()),
     };
     let mut errors = 0;
@@ -381,5 +387,159 @@ fn report(runs: &[Run]) {
                 if runs.is_nan() { "—".to_string() } else { format!("{runs:.0}") },
             );
         }
+    }
+}
+
+/// The bare client: one thread, no async runtime, libcurl's socket API on a level-triggered
+/// `polling::Poller`, every request added at once; what an async wrapper costs is measured
+/// against it.
+mod bare {
+    use std::collections::HashSet;
+    use std::os::fd::BorrowedFd;
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    use curl::easy::{Easy2, Handler, WriteError};
+    use curl::multi::{Events, Multi};
+    use polling::{Event, PollMode, Poller};
+
+    use super::{now_ns, usage, Outcome};
+
+    /// What a transfer received: the server's `x-written-at`, the body's length, when it ended.
+    #[derive(Default)]
+    struct Received {
+        written: Option<u128>,
+        len: usize,
+    }
+
+    impl Handler for Received {
+        fn write(&mut self, data: &[u8]) -> Result<usize, WriteError> {
+            self.len += data.len();
+            Ok(data.len())
+        }
+
+        fn header(&mut self, data: &[u8]) -> bool {
+            let line = String::from_utf8_lossy(data);
+            if let Some((name, value)) = line.split_once(':') {
+                if name.trim().eq_ignore_ascii_case("x-written-at") {
+                    self.written = value.trim().parse().ok();
+                }
+            }
+            true
+        }
+    }
+
+    /// The sockets curl watches, in the poller.
+    struct Watched {
+        poller: Poller,
+        added: Mutex<HashSet<curl::multi::Socket>>,
+    }
+
+    impl Watched {
+        fn socket(&self, socket: curl::multi::Socket, events: curl::multi::SocketEvents) {
+            let key = socket as usize;
+            let mut added = self.added.lock().unwrap();
+            // SAFETY: curl holds `socket` open for the call, and reports CURL_POLL_REMOVE before
+            // it closes it: it is deleted from the poller first.
+            let fd = unsafe { BorrowedFd::borrow_raw(socket) };
+            if events.remove() {
+                if added.remove(&socket) {
+                    let _ = self.poller.delete(fd);
+                }
+                return;
+            }
+            let event = Event::new(key, events.input(), events.output());
+            let _ = match added.insert(socket) {
+                // SAFETY: as above.
+                true => unsafe { self.poller.add_with_mode(socket, event, PollMode::Level) },
+                false => self.poller.modify_with_mode(fd, event, PollMode::Level),
+            };
+        }
+    }
+
+    /// The outcomes, wall and CPU time, and calls into curl of one client's run.
+    type Measured = (Vec<Outcome>, Duration, Duration, u64);
+
+    /// `requests` GETs of `url` at once, measured.
+    pub(super) fn client(
+        requests: usize,
+        url: &str,
+        timeout: Duration,
+    ) -> Result<Measured, Box<dyn std::error::Error>> {
+        let cpu_before = usage::now().cpu;
+        let started = Instant::now();
+        let watched = Arc::new(Watched {
+            poller: Poller::new()?,
+            added: Mutex::new(HashSet::new()),
+        });
+        let deadline = Arc::new(Mutex::new(None::<Instant>));
+        let mut multi = Multi::new();
+        let on_socket = watched.clone();
+        multi.socket_function(move |socket, events, _| on_socket.socket(socket, events))?;
+        let timer = deadline.clone();
+        multi.timer_function(move |after| {
+            *timer.lock().unwrap() = after.map(|after| Instant::now() + after);
+            true
+        })?;
+        let mut handles = Vec::with_capacity(requests);
+        for token in 0..requests {
+            let mut easy = Easy2::new(Received::default());
+            easy.url(url)?;
+            easy.timeout(timeout)?;
+            let mut handle = multi.add2(easy)?;
+            handle.set_token(token)?;
+            handles.push(Some(handle));
+        }
+        let mut outcomes: Vec<Option<Outcome>> = (0..requests).map(|_| None).collect();
+        let (mut left, mut calls) = (requests, 0_u64);
+        let mut events = polling::Events::new();
+        while left > 0 {
+            let due = *deadline.lock().unwrap();
+            let wait = due.map(|at| at.saturating_duration_since(Instant::now()));
+            events.clear();
+            watched.poller.wait(&mut events, wait)?;
+            for event in events.iter() {
+                let mut what = Events::new();
+                what.input(event.readable).output(event.writable);
+                calls += 1;
+                let _ = multi.action(event.key as curl::multi::Socket, &what);
+            }
+            if deadline
+                .lock()
+                .unwrap()
+                .is_some_and(|at| at <= Instant::now())
+            {
+                calls += 1;
+                let _ = multi.timeout();
+            }
+            let mut finished = Vec::new();
+            multi.messages(|message| {
+                if let (Ok(token), Some(result)) = (message.token(), message.result()) {
+                    finished.push((token, result));
+                }
+            });
+            for (token, result) in finished {
+                let Some(handle) = handles[token].take() else {
+                    continue;
+                };
+                let seen = now_ns();
+                let easy = multi.remove2(handle)?;
+                outcomes[token] = Some(match result {
+                    Ok(()) => Ok((easy.get_ref().written, easy.get_ref().len, seen)),
+                    Err(err) => Err(err.to_string()),
+                });
+                left -= 1;
+            }
+        }
+        let outcomes = outcomes
+            .into_iter()
+            .map(|o| o.unwrap_or(Err("lost".into())))
+            .collect();
+        Ok((
+            outcomes,
+            started.elapsed(),
+            usage::now().cpu - cpu_before,
+            calls,
+        ))
     }
 }
