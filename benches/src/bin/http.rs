@@ -344,9 +344,9 @@ fn median(mut values: Vec<f64>) -> f64 {
 
 fn report(runs: &[Run]) {
     println!(
-        "\n| cell | client | repeats | errors | wall ms | client CPU ms | CPU ms / isahc | CPU cores | p50 ms | p99 ms | p99 / isahc | max ms | runs of curl |"
+        "\n| cell | client | repeats | errors | wall ms | client CPU ms | CPU ms / isahc | CPU ms / bare | CPU cores | p50 ms | p99 ms | p99 / isahc | p99 / bare | max ms | runs of curl |"
     );
-    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for &(requests, delay, size) in &CELLS {
         let cell: Vec<&Run> = runs
             .iter()
@@ -374,15 +374,17 @@ fn report(runs: &[Run]) {
                     .collect(),
             );
             println!(
-                "| {label} | {client} | {} | {errors} | {:.0} | {:.0} | {:.2} | {:.3} | {:.1} | {:.1} | {:.2} | {:.1} | {} |",
+                "| {label} | {client} | {} | {errors} | {:.0} | {:.0} | {:.2} | {:.2} | {:.3} | {:.1} | {:.1} | {:.2} | {:.2} | {:.1} | {} |",
                 mine.len(),
                 of(client, |r| r.wall_ms),
                 of(client, |r| r.cpu_ms),
                 of(client, |r| r.cpu_ms) / of("isahc", |r| r.cpu_ms),
+                of(client, |r| r.cpu_ms) / of("bare", |r| r.cpu_ms),
                 of(client, |r| r.cpu_cores),
                 of(client, |r| r.p50_ms),
                 of(client, |r| r.p99_ms),
                 of(client, |r| r.p99_ms) / of("isahc", |r| r.p99_ms),
+                of(client, |r| r.p99_ms) / of("bare", |r| r.p99_ms),
                 of(client, |r| r.max_ms),
                 if runs.is_nan() { "—".to_string() } else { format!("{runs:.0}") },
             );
