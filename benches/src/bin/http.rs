@@ -407,16 +407,17 @@ mod bare {
 
     use super::{now_ns, usage, Outcome};
 
-    /// What a transfer received: the server's `x-written-at`, the body's length, when it ended.
+    /// What a transfer received: the server's `x-written-at` and the body, kept as every other
+    /// client keeps it (the binding into a `Vec`, isahc's `bytes()`).
     #[derive(Default)]
     struct Received {
         written: Option<u128>,
-        len: usize,
+        body: Vec<u8>,
     }
 
     impl Handler for Received {
         fn write(&mut self, data: &[u8]) -> Result<usize, WriteError> {
-            self.len += data.len();
+            self.body.extend_from_slice(data);
             Ok(data.len())
         }
 
@@ -525,9 +526,10 @@ mod bare {
                     continue;
                 };
                 let seen = now_ns();
-                let easy = multi.remove2(handle)?;
+                let mut easy = multi.remove2(handle)?;
+                let body = std::mem::take(&mut easy.get_mut().body);
                 outcomes[token] = Some(match result {
-                    Ok(()) => Ok((easy.get_ref().written, easy.get_ref().len, seen)),
+                    Ok(()) => Ok((easy.get_ref().written, body.len(), seen)),
                     Err(err) => Err(err.to_string()),
                 });
                 left -= 1;
