@@ -138,7 +138,7 @@
 //! task waits (data the library queued goes out), on the deadline, on kicks and calls.
 //!
 //! ```
-//! # #[cfg(any(target_os = "linux", target_os = "android"))]
+//! # #[cfg(unix)]
 //! # {
 //! use ffi_pump::{Completer, Descriptors, Interest, Pump, Run};
 //! use std::io::{Read, Write};
@@ -228,7 +228,7 @@
 //! (`bindings/glib/src/polled.rs`).
 //!
 //! ```
-//! # #[cfg(any(target_os = "linux", target_os = "android"))]
+//! # #[cfg(unix)]
 //! # {
 //! use ffi_pump::{Descriptors, Interest, Pump, Run};
 //! use std::os::fd::AsRawFd;

@@ -120,7 +120,7 @@
 //! | **in the pump**: [`Builder::build`], spawned on any executor | a run per interval while anyone waits | a run at each deadline, none while nothing is due; refuses an interval | as it says |
 //! | **on its own thread**, with state: [`Builder::build_with_state`]; `run_once` is told each [`Run`]'s cause, whether its deadline came and what is ready | the same, on that thread | the same, on that thread; calls kick it | as it says |
 //!
-//! The descriptor set ([`Descriptors`], Linux and Android) is there wherever the loop lives: on
+//! The descriptor set ([`Descriptors`], every Unix) is there wherever the loop lives: on
 //! its own thread from [`Setup::descriptors`], in the pump as `Descriptors::new()` given to
 //! [`Builder::run_on_readable`]. Either way every cell above also runs whenever a registration
 //! in the set is ready.
@@ -146,7 +146,7 @@
 //! # Event-driven libraries
 //!
 //! A library that asks its loop to watch descriptors (libcurl's socket callback, D-Bus watches,
-//! GLib's `GPollFD`s, libusb's pollfds) keeps the pump's [`Descriptors`] set (Linux and Android,
+//! GLib's `GPollFD`s, libusb's pollfds) keeps the pump's [`Descriptors`] set (every Unix,
 //! from [`Setup::descriptors`]) in its state and in its callbacks — a clone each, every method
 //! `&self`. It registers descriptors by number under tokens of its choosing, for reading,
 //! writing, both or nothing, several per descriptor, changes and drops them (from `run_once`,
@@ -169,9 +169,10 @@
 //! # Platforms
 //!
 //! Everything works on every platform async-io supports, except the readiness trigger
-//! ([`Builder::run_on_readable`]), which takes a Unix descriptor, and the descriptor set, which
-//! is epoll (Linux, Android). The crate's CI runs its tests
-//! on Linux and checks it with clippy for Windows and macOS.
+//! ([`Builder::run_on_readable`]) and the descriptor set, which take Unix descriptors: the set is
+//! epoll on Linux and Android, and smol-rs `polling` in level mode elsewhere (kqueue on macOS
+//! and the BSDs, event ports on illumos). The crate's CI runs its tests on Linux and checks it
+//! with clippy for Windows, macOS and FreeBSD.
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 #![deny(unsafe_code)]
 #![warn(clippy::undocumented_unsafe_blocks)]
@@ -224,8 +225,8 @@ pub use setup::{FactoryError, Setup};
 pub use stats::Stats;
 pub use strategy::Strategy;
 pub use subscription::{Emitter, Subscription};
-#[cfg(any(target_os = "linux", target_os = "android"))]
-#[cfg_attr(docsrs, doc(cfg(any(target_os = "linux", target_os = "android"))))]
+#[cfg(unix)]
+#[cfg_attr(docsrs, doc(cfg(unix)))]
 pub use trigger::{Descriptors, Interest, Ready};
 pub use turn::Turn;
 pub use wait::{WaitFor, WaitKey, WaitUntil};

@@ -36,13 +36,13 @@ use crate::Cause;
 pub struct Run<'a> {
     cause: Cause,
     deadline_passed: bool,
-    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[cfg(unix)]
     pub(crate) set: Option<&'a crate::Descriptors>,
-    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[cfg(unix)]
     pub(crate) ready: std::cell::OnceCell<Vec<crate::Ready>>,
-    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[cfg(unix)]
     pub(crate) spare: std::cell::Cell<Vec<crate::Ready>>,
-    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    #[cfg(not(unix))]
     _set: std::marker::PhantomData<&'a ()>,
 }
 
@@ -60,13 +60,13 @@ impl<'a> Run<'a> {
         Run {
             cause,
             deadline_passed,
-            #[cfg(any(target_os = "linux", target_os = "android"))]
+            #[cfg(unix)]
             set: None,
-            #[cfg(any(target_os = "linux", target_os = "android"))]
+            #[cfg(unix)]
             ready: std::cell::OnceCell::new(),
-            #[cfg(any(target_os = "linux", target_os = "android"))]
+            #[cfg(unix)]
             spare: std::cell::Cell::new(Vec::new()),
-            #[cfg(not(any(target_os = "linux", target_os = "android")))]
+            #[cfg(not(unix))]
             _set: std::marker::PhantomData,
         }
     }
@@ -159,8 +159,8 @@ impl<'a> Run<'a> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// # }).unwrap();
     /// ```
-    #[cfg(any(target_os = "linux", target_os = "android"))]
-    #[cfg_attr(docsrs, doc(cfg(any(target_os = "linux", target_os = "android"))))]
+    #[cfg(unix)]
+    #[cfg_attr(docsrs, doc(cfg(unix)))]
     pub fn ready(&self) -> &[crate::Ready] {
         self.ready.get_or_init(|| {
             let mut ready = self.spare.take();

@@ -48,7 +48,7 @@ pub type FactoryError = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// ```
 pub struct Setup {
     core: Arc<Core>,
-    #[cfg(any(target_os = "linux", target_os = "android"))]
+    #[cfg(unix)]
     pub(crate) descriptors: Option<crate::Descriptors>,
 }
 
@@ -64,7 +64,7 @@ impl Setup {
     pub(crate) fn new(core: Arc<Core>) -> Setup {
         Setup {
             core,
-            #[cfg(any(target_os = "linux", target_os = "android"))]
+            #[cfg(unix)]
             descriptors: None,
         }
     }
@@ -94,7 +94,7 @@ impl Setup {
     /// set): the pump runs the loop whenever a registration in it is ready, and
     /// [`Run::ready`](crate::Run::ready) hands what is. For a library that asks its loop to watch
     /// descriptors (libcurl's socket callback, D-Bus watches, GLib's `GPollFD`s, libusb's
-    /// pollfds). Linux and Android (epoll).
+    /// pollfds). Every Unix (epoll on Linux and Android, kqueue or event ports elsewhere).
     ///
     /// # Errors
     ///
@@ -137,8 +137,8 @@ impl Setup {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// # }).unwrap();
     /// ```
-    #[cfg(any(target_os = "linux", target_os = "android"))]
-    #[cfg_attr(docsrs, doc(cfg(any(target_os = "linux", target_os = "android"))))]
+    #[cfg(unix)]
+    #[cfg_attr(docsrs, doc(cfg(unix)))]
     pub fn descriptors(&mut self) -> std::io::Result<crate::Descriptors> {
         if self.core.trigger.is_some() {
             return Err(std::io::Error::new(

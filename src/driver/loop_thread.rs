@@ -13,7 +13,7 @@ use crate::calls::Calls;
 use crate::core::Core;
 use crate::reentry::Inside;
 use crate::setup::FactoryError;
-#[cfg(any(target_os = "linux", target_os = "android"))]
+#[cfg(unix)]
 use crate::trigger::TriggerFd;
 use crate::{Error, IntoNext, Next, Run, Setup};
 
@@ -75,9 +75,9 @@ where
                 Ok(Err(error)) => Some(Error::Factory(error.into())),
                 Err(_) => Some(Error::Panicked),
             };
-            #[cfg(any(target_os = "linux", target_os = "android"))]
+            #[cfg(unix)]
             let set = setup.descriptors.take();
-            #[cfg(any(target_os = "linux", target_os = "android"))]
+            #[cfg(unix)]
             let own_trigger = match set.as_ref().map(|set| TriggerFd::new(set).register(false)) {
                 Some(Err(why)) if failed.is_none() => return fail(&core, &made, why),
                 Some(Ok(trigger)) => Some(trigger),
@@ -97,20 +97,20 @@ where
                 unreachable!("set above")
             };
             let mut last_deadline = None;
-            #[cfg(any(target_os = "linux", target_os = "android"))]
+            #[cfg(unix)]
             let mut spare = Vec::new();
             let mut run = |cause| {
                 calls.run_all(state);
                 let deadline_passed = last_deadline.is_some_and(|at| at <= Instant::now());
                 #[allow(unused_mut)]
                 let mut context = Run::new(cause, deadline_passed);
-                #[cfg(any(target_os = "linux", target_os = "android"))]
+                #[cfg(unix)]
                 {
                     context.set = set.as_ref();
                     context.spare.set(std::mem::take(&mut spare));
                 }
                 let next = run_once(state, &context).into_next();
-                #[cfg(any(target_os = "linux", target_os = "android"))]
+                #[cfg(unix)]
                 {
                     spare = context.ready.take().unwrap_or_else(|| context.spare.take());
                 }
@@ -123,10 +123,8 @@ where
             crate::reactor::block_on(drive(
                 &core,
                 Some(&mut run),
-                #[cfg(any(target_os = "linux", target_os = "android"))]
+                #[cfg(unix)]
                 own_trigger.as_ref(),
-                #[cfg(all(unix, not(any(target_os = "linux", target_os = "android"))))]
-                None,
             ));
         })
         .map_err(|err| Error::ThreadSpawn(err.kind()))?;

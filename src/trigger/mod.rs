@@ -2,13 +2,22 @@
 //! duplicate of the C library's descriptor, watched with async-io (or with tokio's reactor when
 //! the pump runs on tokio), and a way to notice when the library closed its own.
 
-#[cfg(any(target_os = "linux", target_os = "android"))]
+#[cfg_attr(
+    any(target_os = "linux", target_os = "android"),
+    path = "kernel_epoll.rs"
+)]
+#[cfg_attr(
+    not(any(target_os = "linux", target_os = "android")),
+    path = "kernel_polling.rs"
+)]
+mod kernel;
+mod ready;
 mod set;
 #[cfg(all(feature = "tokio", not(loom)))]
 mod tokio;
 
-#[cfg(any(target_os = "linux", target_os = "android"))]
-pub use set::{Descriptors, Interest, Ready};
+pub use ready::{Interest, Ready};
+pub use set::Descriptors;
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};

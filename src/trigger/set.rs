@@ -3,133 +3,11 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, RawFd};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use rustix::event::epoll::{self, EventData, EventFlags};
-
-/// What to watch a descriptor for.
-///
-/// # Examples
-///
-/// ```
-/// use ffi_pump::Interest;
-///
-/// let both = Interest::READABLE | Interest::WRITABLE;
-/// assert!(both.is_readable() && both.is_writable());
-/// assert!(Interest::NONE.is_empty());
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct Interest(u8);
-
-impl Interest {
-    /// Nothing: the registration is kept, and not waited on (a D-Bus watch that is disabled).
-    pub const NONE: Interest = Interest(0);
-    /// Readable (or at end of file, or hung up).
-    pub const READABLE: Interest = Interest(1);
-    /// Writable.
-    pub const WRITABLE: Interest = Interest(2);
-
-    /// Whether readability is asked for.
-    pub fn is_readable(self) -> bool {
-        self.0 & 1 != 0
-    }
-
-    /// Whether writability is asked for.
-    pub fn is_writable(self) -> bool {
-        self.0 & 2 != 0
-    }
-
-    /// Whether nothing is asked for.
-    pub fn is_empty(self) -> bool {
-        self.0 == 0
-    }
-
-    fn flags(self) -> EventFlags {
-        let mut flags = EventFlags::empty();
-        if self.is_readable() {
-            flags |= EventFlags::IN | EventFlags::RDHUP;
-        }
-        if self.is_writable() {
-            flags |= EventFlags::OUT;
-        }
-        flags
-    }
-}
-
-impl std::ops::BitOr for Interest {
-    type Output = Interest;
-
-    fn bitor(self, other: Interest) -> Interest {
-        Interest(self.0 | other.0)
-    }
-}
-
-impl std::ops::BitOrAssign for Interest {
-    fn bitor_assign(&mut self, other: Interest) {
-        self.0 |= other.0;
-    }
-}
-
-/// A registration the set found ready, and for what.
-///
-/// # Examples
-///
-/// ```
-/// use ffi_pump::{Descriptors, Interest};
-/// use std::os::fd::AsRawFd;
-/// use std::os::unix::net::UnixStream;
-///
-/// let (socket, peer) = UnixStream::pair()?;
-/// let descriptors = Descriptors::new()?;
-/// descriptors.watch(socket.as_raw_fd(), Interest::READABLE | Interest::WRITABLE, 3)?;
-/// drop(peer); // the peer hangs up
-/// let ready = descriptors.ready()[0];
-/// assert_eq!((ready.token(), ready.fd()), (3, socket.as_raw_fd()));
-/// assert!(ready.is_readable() && ready.is_hangup() && !ready.is_error());
-/// # Ok::<(), std::io::Error>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Ready {
-    token: u64,
-    fd: RawFd,
-    flags: EventFlags,
-}
-
-impl Ready {
-    /// The token the registration was watched with.
-    pub fn token(&self) -> u64 {
-        self.token
-    }
-
-    /// The descriptor's number, as the library watched it.
-    pub fn fd(&self) -> RawFd {
-        self.fd
-    }
-
-    /// Readable, at end of file, or the peer hung up (a read will not block).
-    pub fn is_readable(&self) -> bool {
-        self.flags
-            .intersects(EventFlags::IN | EventFlags::RDHUP | EventFlags::HUP)
-    }
-
-    /// Writable.
-    pub fn is_writable(&self) -> bool {
-        self.flags.contains(EventFlags::OUT)
-    }
-
-    /// An error is pending on the descriptor (`EPOLLERR`: a failed connect, a reset); the
-    /// library learns which when it reads, writes or asks `SO_ERROR`.
-    pub fn is_error(&self) -> bool {
-        self.flags.contains(EventFlags::ERR)
-    }
-
-    /// The peer hung up: its writing side (`EPOLLRDHUP`) or the whole connection (`EPOLLHUP`).
-    /// What was sent before is still there to read.
-    pub fn is_hangup(&self) -> bool {
-        self.flags.intersects(EventFlags::HUP | EventFlags::RDHUP)
-    }
-}
+use super::kernel::{Instance, Outer};
+use super::ready::{Interest, Ready};
 
 /// The descriptors a C library asks its loop to watch (libcurl's socket callback, D-Bus watches,
 /// GLib's `GPollFD`s, libusb's pollfds), waited on as one by the pump.
@@ -205,19 +83,19 @@ pub struct Descriptors {
     inner: Arc<Inner>,
 }
 
-/// Two epoll instances: the registrations are in the inner one, which the outer one (what the
+/// Two kernel instances: the registrations are in the inner one, which the outer one (what the
 /// reactor watches) holds. A report for a descriptor the library closed while watched, whose
 /// file lives on elsewhere, cannot be taken out of an epoll set; the set then moves every
 /// registration to a new inner instance and drops the old one with its leftover.
 struct Inner {
-    outer: OwnedFd,
+    outer: Outer,
     table: Mutex<Table>,
 }
 
 /// The registrations, by token and by descriptor.
 struct Table {
-    /// The inner epoll instance.
-    epoll: OwnedFd,
+    /// The inner instance.
+    instance: Instance,
     tokens: HashMap<u64, Registration>,
     fds: HashMap<RawFd, Watched>,
     /// The key of each watched descriptor's kernel entry, back to its number.
@@ -302,14 +180,12 @@ impl Descriptors {
     /// # }).unwrap();
     /// ```
     pub fn new() -> io::Result<Descriptors> {
-        let outer = epoll::create(epoll::CreateFlags::CLOEXEC)?;
-        let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
-        epoll::add(&outer, &epoll, EventData::new_u64(0), EventFlags::IN)?;
+        let (outer, instance) = Outer::new()?;
         Ok(Descriptors {
             inner: Arc::new(Inner {
                 outer,
                 table: Mutex::new(Table {
-                    epoll,
+                    instance,
                     tokens: HashMap::new(),
                     fds: HashMap::new(),
                     keys: HashMap::new(),
@@ -563,59 +439,36 @@ impl Descriptors {
         ready.clear();
         let mut table = self.table();
         let capacity = table.fds.len().clamp(1, 4096);
-        let mut events = Vec::with_capacity(capacity);
-        let zero = rustix::event::Timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // Failing here (EINTR) only means nothing is handed this run; what is ready stays so.
-        let _ = epoll::wait(
-            &table.epoll,
-            rustix::buffer::spare_capacity(&mut events),
-            Some(&zero),
-        );
         let mut leftover = false;
-        for event in &events {
-            let Some(&fd) = table.keys.get(&event.data.u64()) else {
+        table.instance.wait(capacity, |key, found| {
+            let Some(&fd) = table.keys.get(&key) else {
                 leftover = true;
-                continue;
+                return;
             };
             for token in &table.fds[&fd].tokens {
-                let interest = table.tokens[token].interest;
-                let flags = event.flags & (interest.flags() | EventFlags::ERR | EventFlags::HUP);
-                if !interest.is_empty() && !flags.is_empty() {
-                    ready.push(Ready {
-                        token: *token,
-                        fd,
-                        flags,
-                    });
+                if let Some(found) = found.for_interest(table.tokens[token].interest) {
+                    ready.push(Ready::new(*token, fd, found));
                 }
             }
-        }
+        });
         if leftover {
             // Failing, the leftover is reported again next time, and the move tried again.
             let _ = self.move_to_new_instance(&mut table);
         }
     }
 
-    /// Moves every registration to a new inner epoll instance, so the old one goes with the
-    /// leftover of a descriptor closed while watched (see "The library's part").
+    /// Moves every registration to a new inner instance, so the old one goes with the leftover
+    /// of a descriptor closed while watched (see "The library's part").
     fn move_to_new_instance(&self, table: &mut Table) -> io::Result<()> {
-        let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
+        let instance = Instance::new()?;
         for (&fd, watched) in &table.fds {
             if !watched.asked.is_empty() {
                 // A registration whose descriptor the library closed is left out of the kernel.
-                let _ = control(&epoll, true, fd, watched.key, watched.asked);
+                let _ = instance.control(true, fd, watched.key, watched.asked);
             }
         }
-        epoll::add(
-            &self.inner.outer,
-            &epoll,
-            EventData::new_u64(0),
-            EventFlags::IN,
-        )?;
-        let _ = epoll::delete(&self.inner.outer, &table.epoll);
-        table.epoll = epoll;
+        self.inner.outer.swap(&table.instance, &instance)?;
+        table.instance = instance;
         Ok(())
     }
 
@@ -635,7 +488,7 @@ impl Descriptors {
         table.keys.remove(&watched.key);
         match watched.asked.is_empty() {
             true => Ok(()),
-            false => delete(&table.epoll, fd),
+            false => table.instance.delete(fd),
         }
     }
 
@@ -643,7 +496,7 @@ impl Descriptors {
     /// it has none.
     fn apply(&self, table: &mut Table, fd: RawFd, asked: Interest, force: bool) -> io::Result<()> {
         let Table {
-            epoll,
+            instance,
             fds,
             keys,
             next_key,
@@ -655,10 +508,12 @@ impl Descriptors {
         };
         match (before.is_empty(), asked.is_empty()) {
             (true, true) => {}
-            (true, false) => control(epoll, true, fd, key, asked)?,
-            (false, false) if before != asked || force => control(epoll, false, fd, key, asked)?,
+            (true, false) => instance.control(true, fd, key, asked)?,
+            (false, false) if before != asked || force => {
+                instance.control(false, fd, key, asked)?
+            }
             (false, false) => {}
-            (false, true) => delete(epoll, fd)?,
+            (false, true) => instance.delete(fd)?,
         }
         let watched = fds.entry(fd).or_insert_with(|| {
             keys.insert(key, fd);
@@ -685,53 +540,4 @@ impl Table {
         }
         asked
     }
-}
-
-/// Adds or modifies the entry for `fd` in `epoll` (level-triggered).
-fn control(epoll: &OwnedFd, add: bool, fd: RawFd, key: u64, asked: Interest) -> io::Result<()> {
-    let (data, flags) = (EventData::new_u64(key), asked.flags());
-    by_number(fd, |fd| {
-        // A number the record holds may name a new file by now (the library closed the old one
-        // while it was watched, then reused the number), and the other way round.
-        match add {
-            true => epoll::add(epoll, fd, data, flags).or_else(|err| match err {
-                rustix::io::Errno::EXIST => epoll::modify(epoll, fd, data, flags),
-                err => Err(err),
-            }),
-            false => epoll::modify(epoll, fd, data, flags).or_else(|err| match err {
-                rustix::io::Errno::NOENT => epoll::add(epoll, fd, data, flags),
-                err => Err(err),
-            }),
-        }
-    })
-    .map_err(io::Error::from)
-}
-
-/// Takes `fd` out of `epoll`. The kernel refuses only when the number no longer names the file
-/// registered (closed: `EBADF`; another file: `ENOENT`, or `EPERM`, `EINVAL` for a regular file
-/// or an epoll instance); the entry is then gone already, or a leftover of a descriptor closed
-/// while watched, which goes with the next new instance (see "The library's part"). Either way
-/// the registration is gone: not an error.
-fn delete(epoll: &OwnedFd, fd: RawFd) -> io::Result<()> {
-    let _ = by_number(fd, |fd| epoll::delete(epoll, fd));
-    Ok(())
-}
-
-/// Calls `f` with the library's descriptor `fd`, for one `epoll_ctl` that names it; a negative
-/// number (no descriptor at all) is `EBADF`, as the kernel would say.
-#[allow(unsafe_code)]
-fn by_number<T>(
-    fd: RawFd,
-    f: impl FnOnce(BorrowedFd<'_>) -> rustix::io::Result<T>,
-) -> rustix::io::Result<T> {
-    if fd < 0 {
-        return Err(rustix::io::Errno::BADF);
-    }
-    // SAFETY: the borrow lasts for one `epoll_ctl` and is never read or written through. The
-    // library promises the number is open while it is registered ("The library's part"); if it
-    // broke that promise, the call fails with `EBADF` or names whatever file took the number,
-    // in this set only — the kernel checks the number, no memory is touched, and a wrong entry
-    // is one the set does not hold a key for, so it is never re-armed.
-    let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
-    f(borrowed)
 }

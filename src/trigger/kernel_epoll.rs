@@ -1,0 +1,137 @@
+//! The descriptor set's kernel side on Linux and Android: epoll, through rustix.
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd, RawFd};
+
+use rustix::event::epoll::{self, EventData, EventFlags};
+
+use super::ready::{Found, Interest};
+
+/// What the reactor watches: an epoll instance holding the inner one.
+pub(super) struct Outer(OwnedFd);
+
+/// The epoll instance the registrations are in.
+pub(super) struct Instance(OwnedFd);
+
+impl Outer {
+    /// A new outer instance, and the inner one it holds.
+    pub(super) fn new() -> io::Result<(Outer, Instance)> {
+        let outer = Outer(epoll::create(epoll::CreateFlags::CLOEXEC)?);
+        let instance = Instance::new()?;
+        epoll::add(&outer.0, &instance.0, EventData::new_u64(0), EventFlags::IN)?;
+        Ok((outer, instance))
+    }
+
+    /// Holds `new` in place of `old`.
+    pub(super) fn swap(&self, old: &Instance, new: &Instance) -> io::Result<()> {
+        epoll::add(&self.0, &new.0, EventData::new_u64(0), EventFlags::IN)?;
+        let _ = epoll::delete(&self.0, &old.0);
+        Ok(())
+    }
+}
+
+impl AsFd for Outer {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+}
+
+fn flags(interest: Interest) -> EventFlags {
+    let mut flags = EventFlags::empty();
+    if interest.is_readable() {
+        flags |= EventFlags::IN | EventFlags::RDHUP;
+    }
+    if interest.is_writable() {
+        flags |= EventFlags::OUT;
+    }
+    flags
+}
+
+impl Instance {
+    pub(super) fn new() -> io::Result<Instance> {
+        Ok(Instance(epoll::create(epoll::CreateFlags::CLOEXEC)?))
+    }
+
+    /// Adds or modifies the entry for `fd` (level-triggered).
+    pub(super) fn control(
+        &self,
+        add: bool,
+        fd: RawFd,
+        key: u64,
+        asked: Interest,
+    ) -> io::Result<()> {
+        let (epoll, data, flags) = (&self.0, EventData::new_u64(key), flags(asked));
+        by_number(fd, |fd| {
+            // A number the record holds may name a new file by now (the library closed the old
+            // one while it was watched, then reused the number), and the other way round.
+            match add {
+                true => epoll::add(epoll, fd, data, flags).or_else(|err| match err {
+                    rustix::io::Errno::EXIST => epoll::modify(epoll, fd, data, flags),
+                    err => Err(err),
+                }),
+                false => epoll::modify(epoll, fd, data, flags).or_else(|err| match err {
+                    rustix::io::Errno::NOENT => epoll::add(epoll, fd, data, flags),
+                    err => Err(err),
+                }),
+            }
+        })
+        .map_err(io::Error::from)
+    }
+
+    /// Takes `fd` out. The kernel refuses only when the number no longer names the file
+    /// registered (closed: `EBADF`; another file: `ENOENT`, or `EPERM`, `EINVAL` for a regular
+    /// file or an epoll instance); the entry is then gone already, or a leftover of a descriptor
+    /// closed while watched, which goes with the next new instance. Either way the registration
+    /// is gone: not an error.
+    pub(super) fn delete(&self, fd: RawFd) -> io::Result<()> {
+        let _ = by_number(fd, |fd| epoll::delete(&self.0, fd));
+        Ok(())
+    }
+
+    /// Hands `found` what is ready now, by key, up to `capacity` entries; does not wait.
+    pub(super) fn wait(&self, capacity: usize, mut found: impl FnMut(u64, Found)) {
+        let mut events = Vec::with_capacity(capacity);
+        let zero = rustix::event::Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // Failing here (EINTR) only means nothing is handed this run; what is ready stays so.
+        let _ = epoll::wait(
+            &self.0,
+            rustix::buffer::spare_capacity(&mut events),
+            Some(&zero),
+        );
+        for event in &events {
+            let flags = event.flags;
+            found(
+                event.data.u64(),
+                Found {
+                    readable: flags
+                        .intersects(EventFlags::IN | EventFlags::RDHUP | EventFlags::HUP),
+                    writable: flags.contains(EventFlags::OUT),
+                    error: flags.contains(EventFlags::ERR),
+                    hangup: flags.intersects(EventFlags::HUP | EventFlags::RDHUP),
+                },
+            );
+        }
+    }
+}
+
+/// Calls `f` with the library's descriptor `fd`, for one `epoll_ctl` that names it; a negative
+/// number (no descriptor at all) is `EBADF`, as the kernel would say.
+#[allow(unsafe_code)]
+fn by_number<T>(
+    fd: RawFd,
+    f: impl FnOnce(BorrowedFd<'_>) -> rustix::io::Result<T>,
+) -> rustix::io::Result<T> {
+    if fd < 0 {
+        return Err(rustix::io::Errno::BADF);
+    }
+    // SAFETY: the borrow lasts for one `epoll_ctl` and is never read or written through. The
+    // library promises the number is open while it is registered (`Descriptors`, "The library's
+    // part"); if it broke that promise, the call fails with `EBADF` or names whatever file took
+    // the number, in this set only — the kernel checks the number, no memory is touched, and an
+    // entry for a file the set does not hold a key for is dropped with its instance.
+    let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+    f(borrowed)
+}

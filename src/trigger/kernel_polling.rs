@@ -1,0 +1,124 @@
+//! The descriptor set's kernel side on the other Unixes (macOS, iOS, the BSDs: kqueue; illumos
+//! and Solaris: event ports), through smol-rs `polling` in level mode.
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+
+use polling::{Event, Events, PollMode, Poller};
+
+use super::ready::{Found, Interest};
+
+/// What the reactor watches: a poller holding the inner one.
+pub(super) struct Outer(Poller);
+
+/// The poller the registrations are in.
+pub(super) struct Instance(Poller);
+
+/// The outer poller's one key.
+const INNER: usize = 0;
+
+impl Outer {
+    /// A new outer poller, and the inner one it holds.
+    pub(super) fn new() -> io::Result<(Outer, Instance)> {
+        let outer = Outer(Poller::new()?);
+        let instance = Instance::new()?;
+        outer.hold(&instance)?;
+        Ok((outer, instance))
+    }
+
+    #[allow(unsafe_code)]
+    fn hold(&self, instance: &Instance) -> io::Result<()> {
+        // SAFETY: the inner poller is deleted from the outer one before it is dropped (`swap`),
+        // or dropped together with it (both belong to one set).
+        unsafe {
+            self.0.add_with_mode(
+                instance.0.as_raw_fd(),
+                Event::readable(INNER),
+                PollMode::Level,
+            )
+        }
+    }
+
+    /// Holds `new` in place of `old`.
+    pub(super) fn swap(&self, old: &Instance, new: &Instance) -> io::Result<()> {
+        self.hold(new)?;
+        let _ = self.0.delete(old.0.as_fd());
+        Ok(())
+    }
+}
+
+impl AsFd for Outer {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+}
+
+impl Instance {
+    pub(super) fn new() -> io::Result<Instance> {
+        Ok(Instance(Poller::new()?))
+    }
+
+    /// Adds or modifies the entry for `fd` (level-triggered).
+    #[allow(unsafe_code)]
+    pub(super) fn control(
+        &self,
+        add: bool,
+        fd: RawFd,
+        key: u64,
+        asked: Interest,
+    ) -> io::Result<()> {
+        if fd < 0 {
+            return Err(io::Error::from_raw_os_error(ebadf()));
+        }
+        let key = usize::try_from(key).map_err(|_| io::Error::from(io::ErrorKind::OutOfMemory))?;
+        let event = Event::new(key, asked.is_readable(), asked.is_writable());
+        match add {
+            // SAFETY: the library deletes the descriptor from the set before it closes it
+            // (`Descriptors`, "The library's part"); kqueue drops a descriptor's events when it
+            // is closed anyway, so a broken promise leaves nothing behind.
+            true => unsafe { self.0.add_with_mode(fd, event, PollMode::Level) },
+            false => {
+                // SAFETY: as above: the number is open while registered; the borrow lasts for
+                // one call that names it and is never read or written through.
+                let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+                self.0.modify_with_mode(borrowed, event, PollMode::Level)
+            }
+        }
+    }
+
+    /// Takes `fd` out; a number that no longer names the file registered is not an error (the
+    /// registration is gone either way).
+    #[allow(unsafe_code)]
+    pub(super) fn delete(&self, fd: RawFd) -> io::Result<()> {
+        if fd >= 0 {
+            // SAFETY: as in `control`.
+            let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+            let _ = self.0.delete(borrowed);
+        }
+        Ok(())
+    }
+
+    /// Hands `found` what is ready now, by key, up to `capacity` entries; does not wait.
+    pub(super) fn wait(&self, capacity: usize, mut found: impl FnMut(u64, Found)) {
+        let capacity = std::num::NonZeroUsize::new(capacity).unwrap_or(std::num::NonZeroUsize::MIN);
+        let mut events = Events::with_capacity(capacity);
+        // Failing here (EINTR) only means nothing is handed this run; what is ready stays so.
+        let _ = self.0.wait(&mut events, Some(std::time::Duration::ZERO));
+        for event in events.iter() {
+            found(
+                event.key as u64,
+                Found {
+                    readable: event.readable,
+                    writable: event.writable,
+                    error: event.is_err().unwrap_or(false),
+                    hangup: event.is_interrupt(),
+                },
+            );
+        }
+    }
+}
+
+/// `EBADF`, for a negative number (no descriptor at all), as the kernel would say.
+fn ebadf() -> i32 {
+    rustix::io::Errno::BADF.raw_os_error()
+}
