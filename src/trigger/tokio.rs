@@ -35,8 +35,8 @@ impl TokioReadiness {
             return Ok(None);
         };
         // The safe constructor is deprecated (tokio#8587) for inner types whose `as_raw_fd` can
-        // change or close under tokio; an `OwnedFd` owned by the registration cannot, and the
-        // replacement is `unsafe`, which this crate forbids.
+        // change or close under tokio; an `OwnedFd` owned by the registration cannot, so it is
+        // sound here, and its `unsafe` replacement would be one more audited site for nothing.
         #[allow(deprecated)]
         let registered =
             std::panic::catch_unwind(|| AsyncFd::with_interest(own, Interest::READABLE))
