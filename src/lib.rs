@@ -171,8 +171,9 @@
 //! Everything works on every platform async-io supports, except the readiness trigger
 //! ([`Builder::run_on_readable`]) and the descriptor set, which take Unix descriptors: the set is
 //! epoll on Linux and Android, and smol-rs `polling` in level mode elsewhere (kqueue on macOS
-//! and the BSDs, event ports on illumos). The crate's CI runs its tests on Linux and checks it
-//! with clippy for Windows, macOS and FreeBSD.
+//! and the BSDs, event ports on illumos). The crate's CI runs its tests on Linux, and on Windows
+//! under wine (those that need no Unix descriptor), and checks it with clippy for macOS and
+//! FreeBSD.
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 #![deny(unsafe_code)]
 #![warn(clippy::undocumented_unsafe_blocks)]

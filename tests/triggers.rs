@@ -2,13 +2,13 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, ThreadId};
 use std::time::{Duration, Instant};
 
 use async_io::Timer;
-use common::{assert_clean, calls_and_rounds, eventually, pending, Rt};
+use common::{assert_clean, eventually, pending, Rt};
 use fake_loop::{now_ns, FakeLoop};
 use ffi_pump::{Builder, Error, Pump};
 
@@ -123,6 +123,55 @@ on_every_backend! {
         });
     }
 
+    fn a_wait_that_found_the_loop_lock_busy_needs_no_further_run(rt: Rt) {
+        // Regression, found by tests/loom.rs: a wait whose first poll found the loop lock held
+        // (here by another wait's slow check) waited for the next run to evaluate it; a hinted
+        // pump with nothing due makes no run, so it waited until its timeout.
+        let fx = Arc::new(FakeLoop::new(1));
+        rt.block_on(async {
+            let pump = hinted_pump(rt, &fx);
+            fx.arm_at(0, now_ns());
+            pump.turn().await.expect("the run that makes id 0 ready");
+            assert!(fx.check(0));
+            let (entered, inside) = async_channel::bounded::<()>(1);
+            let slow = {
+                let pump = pump.clone();
+                rt.spawn(async move {
+                    pump.wait_until(move || {
+                        let _ = entered.try_send(());
+                        // A slow check holding the loop lock (as a slow C call would).
+                        std::thread::sleep(Duration::from_millis(200));
+                        false
+                    })
+                    .timeout(Duration::from_millis(500))
+                    .await
+                })
+            };
+            inside.recv().await.expect("the slow check started");
+            let started = Instant::now();
+            let probe = fx.clone();
+            let ready = pump
+                .wait_until(move || probe.check(0))
+                .timeout(Duration::from_secs(5))
+                .await;
+            assert_eq!(ready, Ok(()));
+            let elapsed = started.elapsed();
+            assert!(elapsed < Duration::from_secs(2), "the ready wait took {elapsed:?}");
+            assert_eq!(slow.await, Err(Error::TimedOut));
+            assert_eq!(fx.stats().calls, 1, "no run besides the turn was needed");
+            assert_clean(&fx);
+        });
+    }
+}
+
+/// The readiness trigger takes a Unix descriptor (the fixture's is a timerfd: Linux).
+#[cfg(unix)]
+mod readiness {
+    use super::*;
+    use common::calls_and_rounds;
+    use std::sync::atomic::AtomicU64;
+
+    on_every_backend! {
     fn a_descriptor_closed_by_the_library_stops_the_pump_with_an_error(rt: Rt) {
         let runs = Arc::new(AtomicU64::new(0));
         let counter = runs.clone();
@@ -168,45 +217,6 @@ on_every_backend! {
             assert_clean(&fx);
         });
     }
-
-    fn a_wait_that_found_the_loop_lock_busy_needs_no_further_run(rt: Rt) {
-        // Regression, found by tests/loom.rs: a wait whose first poll found the loop lock held
-        // (here by another wait's slow check) waited for the next run to evaluate it; a hinted
-        // pump with nothing due makes no run, so it waited until its timeout.
-        let fx = Arc::new(FakeLoop::new(1));
-        rt.block_on(async {
-            let pump = hinted_pump(rt, &fx);
-            fx.arm_at(0, now_ns());
-            pump.turn().await.expect("the run that makes id 0 ready");
-            assert!(fx.check(0));
-            let (entered, inside) = async_channel::bounded::<()>(1);
-            let slow = {
-                let pump = pump.clone();
-                rt.spawn(async move {
-                    pump.wait_until(move || {
-                        let _ = entered.try_send(());
-                        // A slow check holding the loop lock (as a slow C call would).
-                        std::thread::sleep(Duration::from_millis(200));
-                        false
-                    })
-                    .timeout(Duration::from_millis(500))
-                    .await
-                })
-            };
-            inside.recv().await.expect("the slow check started");
-            let started = Instant::now();
-            let probe = fx.clone();
-            let ready = pump
-                .wait_until(move || probe.check(0))
-                .timeout(Duration::from_secs(5))
-                .await;
-            assert_eq!(ready, Ok(()));
-            let elapsed = started.elapsed();
-            assert!(elapsed < Duration::from_secs(2), "the ready wait took {elapsed:?}");
-            assert_eq!(slow.await, Err(Error::TimedOut));
-            assert_eq!(fx.stats().calls, 1, "no run besides the turn was needed");
-            assert_clean(&fx);
-        });
     }
 }
 
