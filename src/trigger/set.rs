@@ -233,29 +233,35 @@ impl Descriptors {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn watch(&self, fd: RawFd, interest: Interest, token: u64) -> io::Result<()> {
-        self.watch_as(fd, interest, token, false)
+        self.watch_in(&mut self.table(), fd, interest, token, false)
     }
 
-    /// [`watch`](Descriptors::watch); `force`: hands the descriptor to the kernel even if the
-    /// registration is unchanged.
-    fn watch_as(&self, fd: RawFd, interest: Interest, token: u64, force: bool) -> io::Result<()> {
+    /// [`watch`](Descriptors::watch) with the table held; `force`: hands the descriptor to the
+    /// kernel even if the registration is unchanged.
+    fn watch_in(
+        &self,
+        table: &mut Table,
+        fd: RawFd,
+        interest: Interest,
+        token: u64,
+        force: bool,
+    ) -> io::Result<()> {
         if fd < 0 {
             return Err(rustix::io::Errno::BADF.into());
         }
-        let mut table = self.table();
         let moved_from = match table.tokens.get(&token) {
             Some(old) if old.fd != fd => Some(old.fd),
             _ => None,
         };
         let asked = table.asked_with(fd, token, Some(interest));
-        self.apply(&mut table, fd, asked, force)?;
+        self.apply(table, fd, asked, force)?;
         table.tokens.insert(token, Registration { fd, interest });
         let watched = table.fds.get_mut(&fd).expect("applied above");
         if !watched.tokens.contains(&token) {
             watched.tokens.push(token);
         }
         match moved_from {
-            Some(old) => self.detach(&mut table, old, token),
+            Some(old) => self.detach(table, old, token),
             None => Ok(()),
         }
     }
@@ -285,13 +291,13 @@ impl Descriptors {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn unwatch(&self, token: u64) -> io::Result<()> {
-        let mut table = self.table();
-        match table.tokens.get(&token) {
-            Some(registration) => {
-                let fd = registration.fd;
-                table.tokens.remove(&token);
-                self.detach(&mut table, fd, token)
-            }
+        self.unwatch_in(&mut self.table(), token)
+    }
+
+    /// [`unwatch`](Descriptors::unwatch) with the table held.
+    fn unwatch_in(&self, table: &mut Table, token: u64) -> io::Result<()> {
+        match table.tokens.remove(&token) {
+            Some(registration) => self.detach(table, registration.fd, token),
             None => Ok(()),
         }
     }
@@ -329,18 +335,19 @@ impl Descriptors {
         for (fd, interest) in list {
             *wanted.entry(fd).or_default() |= interest;
         }
-        let gone: Vec<u64> = self
-            .table()
+        // One hold of the table for the whole list: nobody sees the set half brought in line.
+        let mut table = self.table();
+        let gone: Vec<u64> = table
             .tokens
             .iter()
             .filter(|(&token, r)| token != r.fd as u64 || !wanted.contains_key(&r.fd))
             .map(|(&token, _)| token)
             .collect();
         for token in gone {
-            self.unwatch(token)?;
+            self.unwatch_in(&mut table, token)?;
         }
         for (fd, interest) in wanted {
-            self.watch_as(fd, interest, fd as u64, true)?;
+            self.watch_in(&mut table, fd, interest, fd as u64, true)?;
         }
         Ok(())
     }
