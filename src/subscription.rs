@@ -45,10 +45,21 @@ impl<V> Channel<V> {
     }
 
     fn wake(&self) {
-        let waker = lock(&self.state).waker.take();
+        self.change(|_| ((), true));
+    }
+
+    /// Changes the state under its lock; `change` says whether the subscription is to hear of it,
+    /// and then its waker is woken, outside the lock.
+    fn change<R>(&self, change: impl FnOnce(&mut ChannelState<V>) -> (R, bool)) -> R {
+        let (outcome, waker) = {
+            let mut state = lock(&self.state);
+            let (outcome, wake) = change(&mut state);
+            (outcome, if wake { state.waker.take() } else { None })
+        };
         if let Some(waker) = waker {
             waker.wake();
         }
+        outcome
     }
 }
 
@@ -112,18 +123,14 @@ impl<V> Emitter<V> {
     /// # }).unwrap();
     /// ```
     pub fn emit(&self, value: V) -> Result<(), V> {
-        let waker = {
-            let mut state = lock(&self.channel.state);
-            if state.subscriber_gone || state.values.len() >= self.channel.capacity {
-                return Err(value);
+        let capacity = self.channel.capacity;
+        self.channel.change(|state| {
+            if state.subscriber_gone || state.values.len() >= capacity {
+                return (Err(value), false);
             }
             state.values.push_back(value);
-            state.waker.take()
-        };
-        if let Some(waker) = waker {
-            waker.wake();
-        }
-        Ok(())
+            (Ok(()), true)
+        })
     }
 
     /// Whether the subscription still takes values (it was not dropped).
@@ -137,14 +144,10 @@ impl<V> Drop for Emitter<V> {
         // Dropped by the library while the pump works: a clean end. Dropped with the state as
         // the pump closes: the stream ends with the close reason instead.
         let by_the_library = self.core.upgrade().is_some_and(|core| !core.is_closed());
-        let waker = {
-            let mut state = lock(&self.channel.state);
+        self.channel.change(|state| {
             state.emitter_gone |= by_the_library;
-            state.waker.take()
-        };
-        if let Some(waker) = waker {
-            waker.wake();
-        }
+            ((), true)
+        });
     }
 }
 
