@@ -181,6 +181,14 @@ fn what_start_returns_goes_to_the_cancel_or_is_dropped_once_answered() {
         let (pump, handle) = Pump::builder()
             .build_with_state(|_| Ok(Vec::<Completer<u64>>::new()), |_, _| None)
             .expect("pump thread starts");
+        // Runs the loop until nothing `start` returned is alive any more.
+        let dropped_by_a_run = |what: &'static str| {
+            let (runs, live_now) = (handle.clone(), live.clone());
+            common::eventually(what, move || {
+                futures_lite::future::block_on(runs.call(|_| {})).expect("a run");
+                live_now.load(SeqCst) == 0
+            })
+        };
 
         // Answered on the loop's thread, inside `start` itself: dropped by the next run.
         let make = token.clone();
@@ -192,12 +200,7 @@ fn what_start_returns_goes_to_the_cancel_or_is_dropped_once_answered() {
             cancel(),
         );
         assert_eq!(common::within("answered", answered).await, Ok(1));
-        let (runs, live_now) = (handle.clone(), live.clone());
-        common::eventually("dropped after the answer inside start", move || {
-            futures_lite::future::block_on(runs.call(|_| {})).expect("a run");
-            live_now.load(SeqCst) == 0
-        })
-        .await;
+        dropped_by_a_run("dropped after the answer inside start").await;
 
         // Gave up: the cancel gets the very value.
         let make = token.clone();
@@ -229,12 +232,7 @@ fn what_start_returns_goes_to_the_cancel_or_is_dropped_once_answered() {
         );
         assert_eq!(common::within("answered elsewhere", elsewhere).await, Ok(3));
         // The word comes as the other thread drops the completer, just after the answer.
-        let (runs, live_now) = (handle.clone(), live.clone());
-        common::eventually("dropped after the answer from another thread", move || {
-            futures_lite::future::block_on(runs.call(|_| {})).expect("a run");
-            live_now.load(SeqCst) == 0
-        })
-        .await;
+        dropped_by_a_run("dropped after the answer from another thread").await;
 
         // Open at the close: the cancel gets it, on the loop's thread, before it ends.
         let make = token.clone();
