@@ -75,17 +75,20 @@ where
                 Ok(Err(error)) => Some(Error::Factory(error.into())),
                 Err(_) => Some(Error::Panicked),
             };
-            #[cfg(unix)]
-            let set = setup.descriptors.take();
-            #[cfg(unix)]
-            let own_trigger = match set.as_ref().map(|set| TriggerFd::new(set).register(false)) {
-                Some(Err(why)) if failed.is_none() => return fail(&core, &made, why),
-                Some(Ok(trigger)) => Some(trigger),
-                _ => None,
-            };
             if let Some(why) = failed {
                 return fail(&core, &made, why);
             }
+            #[cfg(unix)]
+            let set = setup.descriptors.take();
+            #[cfg(unix)]
+            let own_trigger = match set
+                .as_ref()
+                .map(|set| TriggerFd::owned(set).register(false))
+                .transpose()
+            {
+                Ok(trigger) => trigger,
+                Err(why) => return fail(&core, &made, why),
+            };
             let _ = made.send(Ok(()));
             let Owned {
                 calls,

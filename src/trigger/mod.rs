@@ -71,15 +71,23 @@ pub(crate) struct TriggerFd {
 
 impl TriggerFd {
     pub(crate) fn new(fd: impl AsFd) -> TriggerFd {
-        match fd.as_fd().try_clone_to_owned() {
-            Ok(duplicate) => TriggerFd {
-                origin: Origin::of(&fd, &duplicate),
-                duplicate: Ok(Arc::new(duplicate)),
-            },
-            Err(err) => TriggerFd {
-                duplicate: Err(err.kind()),
-                origin: None,
-            },
+        let mut trigger = TriggerFd::owned(&fd);
+        if let Ok(duplicate) = &trigger.duplicate {
+            trigger.origin = Origin::of(&fd, duplicate);
+        }
+        trigger
+    }
+
+    /// A trigger on a descriptor the pump holds itself (the loop's descriptor set): nobody else
+    /// can close it, so there is nothing to look up again after each readiness.
+    pub(crate) fn owned(fd: impl AsFd) -> TriggerFd {
+        TriggerFd {
+            duplicate: fd
+                .as_fd()
+                .try_clone_to_owned()
+                .map(Arc::new)
+                .map_err(|err| err.kind()),
+            origin: None,
         }
     }
 
