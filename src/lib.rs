@@ -204,7 +204,6 @@ mod strategy;
 mod subscription;
 mod sync;
 mod trace;
-#[cfg(unix)]
 mod trigger;
 mod turn;
 mod unwind;
@@ -226,9 +225,7 @@ pub use setup::{FactoryError, Setup};
 pub use stats::Stats;
 pub use strategy::Strategy;
 pub use subscription::{Emitter, Subscription};
-#[cfg(unix)]
-#[cfg_attr(docsrs, doc(cfg(unix)))]
-pub use trigger::{Descriptors, Interest, Ready};
+pub use trigger::{Descriptors, Interest, RawDescriptor, Ready};
 pub use turn::Turn;
 pub use wait::{WaitFor, WaitKey, WaitUntil};
 

@@ -36,14 +36,9 @@ use crate::Cause;
 pub struct Run<'a> {
     cause: Cause,
     deadline_passed: bool,
-    #[cfg(unix)]
     pub(crate) set: Option<&'a crate::Descriptors>,
-    #[cfg(unix)]
     pub(crate) ready: std::cell::OnceCell<Vec<crate::Ready>>,
-    #[cfg(unix)]
     pub(crate) spare: std::cell::Cell<Vec<crate::Ready>>,
-    #[cfg(not(unix))]
-    _set: std::marker::PhantomData<&'a ()>,
 }
 
 impl fmt::Debug for Run<'_> {
@@ -60,14 +55,9 @@ impl<'a> Run<'a> {
         Run {
             cause,
             deadline_passed,
-            #[cfg(unix)]
             set: None,
-            #[cfg(unix)]
             ready: std::cell::OnceCell::new(),
-            #[cfg(unix)]
             spare: std::cell::Cell::new(Vec::new()),
-            #[cfg(not(unix))]
-            _set: std::marker::PhantomData,
         }
     }
 
@@ -159,8 +149,6 @@ impl<'a> Run<'a> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// # }).unwrap();
     /// ```
-    #[cfg(unix)]
-    #[cfg_attr(docsrs, doc(cfg(unix)))]
     pub fn ready(&self) -> &[crate::Ready] {
         self.ready.get_or_init(|| {
             let mut ready = self.spare.take();

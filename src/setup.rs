@@ -48,7 +48,6 @@ pub type FactoryError = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// ```
 pub struct Setup {
     core: Arc<Core>,
-    #[cfg(unix)]
     pub(crate) descriptors: Option<crate::Descriptors>,
 }
 
@@ -64,7 +63,6 @@ impl Setup {
     pub(crate) fn new(core: Arc<Core>) -> Setup {
         Setup {
             core,
-            #[cfg(unix)]
             descriptors: None,
         }
     }
@@ -94,7 +92,9 @@ impl Setup {
     /// set): the pump runs the loop whenever a registration in it is ready, and
     /// [`Run::ready`](crate::Run::ready) hands what is. For a library that asks its loop to watch
     /// descriptors (libcurl's socket callback, D-Bus watches, GLib's `GPollFD`s, libusb's
-    /// pollfds). Every Unix (epoll on Linux and Android, kqueue or event ports elsewhere).
+    /// pollfds). Every Unix (epoll on Linux and Android, kqueue or event ports elsewhere), and
+    /// Windows (sockets on an I/O completion port the loop's thread sleeps on: see
+    /// [`Descriptors`](crate::Descriptors), "Platforms").
     ///
     /// # Errors
     ///
@@ -137,9 +137,8 @@ impl Setup {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// # }).unwrap();
     /// ```
-    #[cfg(unix)]
-    #[cfg_attr(docsrs, doc(cfg(unix)))]
     pub fn descriptors(&mut self) -> std::io::Result<crate::Descriptors> {
+        #[cfg(unix)]
         if self.core.trigger.is_some() {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,

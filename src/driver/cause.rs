@@ -34,7 +34,6 @@ pub enum Cause {
     Kick,
     /// The readiness trigger: the descriptor given to
     /// [`run_on_readable`](crate::Builder::run_on_readable), or a descriptor in the loop's set.
-    #[cfg(unix)]
     Readiness,
     /// The deadline `run_once` reported last ([`Next::At`](crate::Next::At)) came.
     Deadline,
@@ -48,7 +47,6 @@ impl Cause {
         match self {
             Cause::Tick => "tick",
             Cause::Kick => "kick",
-            #[cfg(unix)]
             Cause::Readiness => "readiness",
             Cause::Deadline => "deadline",
             Cause::Turn => "turn",

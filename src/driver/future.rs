@@ -46,13 +46,7 @@ impl Driver {
         Driver {
             inner: Box::pin(async move {
                 if let Some(_active) = activate(&core).await {
-                    drive(
-                        &core,
-                        None::<fn(super::Cause) -> crate::Next>,
-                        #[cfg(unix)]
-                        None,
-                    )
-                    .await;
+                    drive(&core, None::<fn(super::Cause) -> crate::Next>, None).await;
                 }
             }),
             _count: count,

@@ -13,8 +13,6 @@ use crate::calls::Calls;
 use crate::core::Core;
 use crate::reentry::Inside;
 use crate::setup::FactoryError;
-#[cfg(unix)]
-use crate::trigger::TriggerFd;
 use crate::{Error, IntoNext, Next, Run, Setup};
 
 /// The thread's name: the loop lives on it.
@@ -78,14 +76,8 @@ where
             if let Some(why) = failed {
                 return fail(&core, &made, why);
             }
-            #[cfg(unix)]
             let set = setup.descriptors.take();
-            #[cfg(unix)]
-            let own_trigger = match set
-                .as_ref()
-                .map(|set| TriggerFd::owned(set).register(false))
-                .transpose()
-            {
+            let own_trigger = match set.as_ref().map(crate::trigger::own_trigger).transpose() {
                 Ok(trigger) => trigger,
                 Err(why) => return fail(&core, &made, why),
             };
@@ -100,35 +92,23 @@ where
                 unreachable!("set above")
             };
             let mut last_deadline = None;
-            #[cfg(unix)]
             let mut spare = Vec::new();
             let mut run = |cause| {
                 calls.run_all(state);
                 let deadline_passed = last_deadline.is_some_and(|at| at <= Instant::now());
-                #[allow(unused_mut)]
                 let mut context = Run::new(cause, deadline_passed);
-                #[cfg(unix)]
-                {
-                    context.set = set.as_ref();
-                    context.spare.set(std::mem::take(&mut spare));
-                }
+                context.set = set.as_ref();
+                context.spare.set(std::mem::take(&mut spare));
                 let next = run_once(state, &context).into_next();
-                #[cfg(unix)]
-                {
-                    spare = context.ready.take().unwrap_or_else(|| context.spare.take());
-                }
+                spare = context.ready.take().unwrap_or_else(|| context.spare.take());
                 last_deadline = match next {
                     Next::At(at) => Some(at),
                     Next::Tick | Next::Idle => None,
                 };
                 next
             };
-            crate::reactor::block_on(drive(
-                &core,
-                Some(&mut run),
-                #[cfg(unix)]
-                own_trigger.as_ref(),
-            ));
+            let driver = drive(&core, Some(&mut run), own_trigger.as_ref());
+            crate::trigger::block_on_loop(set.as_ref(), driver);
         })
         .map_err(|err| Error::ThreadSpawn(err.kind()))?;
     // The thread always answers before it ends; a thread gone without a word panicked.

@@ -71,13 +71,9 @@ pub(crate) async fn activate(core: &Core) -> Option<Active> {
 pub(crate) async fn drive<L: FnMut(Cause) -> Next>(
     core: &Core,
     mut local: Option<L>,
-    #[cfg(unix)] own_trigger: Option<&crate::trigger::Trigger>,
+    own_trigger: Option<&crate::trigger::Trigger>,
 ) {
-    let mut wakeups = match Wakeups::new(
-        core,
-        #[cfg(unix)]
-        own_trigger,
-    ) {
+    let mut wakeups = match Wakeups::new(core, own_trigger) {
         Ok(wakeups) => wakeups,
         Err(why) => {
             core.fail(why);

@@ -29,12 +29,10 @@ enum Woke {
     /// The interval or deadline timer, due at this instant.
     Timer(Instant),
     /// The readiness trigger's descriptor is readable.
-    #[cfg(unix)]
     Ready,
     /// A kick, a first wait after idle, a close: look again.
     Demand,
     /// Waiting for readiness failed.
-    #[cfg(unix)]
     TriggerFailed(std::io::ErrorKind),
 }
 
@@ -45,10 +43,8 @@ pub(crate) struct Wakeups<'a> {
     timer: Timer,
     /// The trigger's watch, made on the thread polling the driver (so a driver on tokio can
     /// watch with tokio's reactor).
-    #[cfg(unix)]
     watch: Option<crate::trigger::Watch<'a>>,
     /// The last run was for readiness: look whether the library still has its descriptor.
-    #[cfg(unix)]
     after_readiness: bool,
     /// The timer ticks at the interval (the loop said [`Next::Tick`](crate::Next::Tick)): it is
     /// left running from one sleep to the next, not re-armed. Cleared while idle: the ticks
@@ -65,22 +61,22 @@ impl<'a> Wakeups<'a> {
     /// which the pump's settings do not hold.
     pub(crate) fn new(
         core: &'a Core,
-        #[cfg(unix)] own_trigger: Option<&'a crate::trigger::Trigger>,
+        own_trigger: Option<&'a crate::trigger::Trigger>,
     ) -> Result<Wakeups<'a>, Error> {
         // Armed for real before the first sleep, from what the loop said last.
         let timer = Timer::never();
+        // `run_on_readable` (Unix only) or the loop's own set.
+        #[cfg(unix)]
+        let trigger = core.trigger.as_ref().or(own_trigger);
+        #[cfg(windows)]
+        let trigger = own_trigger;
         Ok(Wakeups {
             core,
             timer,
-            #[cfg(unix)]
-            watch: core
-                .trigger
-                .as_ref()
-                .or(own_trigger)
+            watch: trigger
                 .map(crate::trigger::Trigger::watch)
                 .transpose()
                 .map_err(Error::Trigger)?,
-            #[cfg(unix)]
             after_readiness: false,
             ticking: false,
         })
@@ -89,7 +85,6 @@ impl<'a> Wakeups<'a> {
     /// The next cause of a run; sleeps while there is none (and while the pump is idle).
     pub(crate) async fn next(&mut self) -> Step {
         let core = self.core;
-        #[cfg(unix)]
         if std::mem::take(&mut self.after_readiness) {
             if let Some(Err(kind)) = self.watch.as_ref().map(|w| w.trigger().is_open()) {
                 core.fail(Error::Trigger(kind));
@@ -147,20 +142,15 @@ impl<'a> Wakeups<'a> {
                 demand.await;
                 Woke::Demand
             })
-            .or(readiness(
-                #[cfg(unix)]
-                self.watch.as_ref(),
-            ))
+            .or(readiness(self.watch.as_ref()))
             .await;
             match woke {
                 // The last wait may have ended while the timer ran: an idle pump does not run.
                 Woke::Timer(due) if !core.demand.is_idle() => return Step::Run(self.cause(due)),
-                #[cfg(unix)]
                 Woke::Ready => {
                     self.after_readiness = true;
                     return Step::Run(Cause::Readiness);
                 }
-                #[cfg(unix)]
                 Woke::TriggerFailed(kind) => {
                     core.fail(Error::Trigger(kind));
                     return Step::Stop;
@@ -186,7 +176,6 @@ impl<'a> Wakeups<'a> {
 }
 
 /// Readiness of the pump's trigger, if it has one; otherwise never.
-#[cfg(unix)]
 async fn readiness(watch: Option<&crate::trigger::Watch<'_>>) -> Woke {
     let Some(watch) = watch else {
         return std::future::pending().await;
@@ -199,10 +188,4 @@ async fn readiness(watch: Option<&crate::trigger::Watch<'_>>) -> Woke {
         Ok(()) => Woke::Ready,
         Err(kind) => Woke::TriggerFailed(kind),
     }
-}
-
-/// Without descriptors there is no readiness to wait for.
-#[cfg(not(unix))]
-async fn readiness() -> Woke {
-    std::future::pending().await
 }

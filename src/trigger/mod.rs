@@ -1,200 +1,55 @@
-//! The readiness trigger ([`Builder::run_on_readable`](crate::Builder::run_on_readable)): a
-//! duplicate of the C library's descriptor, watched with async-io (or with tokio's reactor when
-//! the pump runs on tokio), and a way to notice when the library closed its own.
+//! The loop's descriptors: the set a C library asks its loop to watch ([`Descriptors`]), and what
+//! wakes the pump when they are ready — on Unix a descriptor watched with the runtime's reactor
+//! (also one given to [`Builder::run_on_readable`](crate::Builder::run_on_readable)), on Windows
+//! the loop's own thread waiting on the set.
 
 #[cfg_attr(
     any(target_os = "linux", target_os = "android"),
     path = "kernel_epoll.rs"
 )]
+#[cfg_attr(windows, path = "kernel_iocp.rs")]
 #[cfg_attr(
-    not(any(target_os = "linux", target_os = "android")),
+    all(unix, not(any(target_os = "linux", target_os = "android"))),
     path = "kernel_polling.rs"
 )]
 mod kernel;
 mod ready;
 mod set;
-#[cfg(all(feature = "tokio", not(loom)))]
+#[cfg(all(feature = "tokio", not(loom), unix))]
 mod tokio;
 
-pub use ready::{Interest, Ready};
+#[cfg(unix)]
+mod fd;
+#[cfg(windows)]
+mod windows;
+
+#[cfg(unix)]
+pub(crate) use fd::{Trigger, TriggerFd, Watch};
+pub use ready::{Interest, RawDescriptor, Ready};
 pub use set::Descriptors;
+#[cfg(windows)]
+pub(crate) use windows::{Trigger, Watch};
 
-use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
-use std::os::unix::fs::MetadataExt;
-use std::path::Path;
-use std::sync::Arc;
-
-use crate::reactor::Async;
+use std::future::Future;
 
 use crate::Error;
 
-/// The library's descriptor as given: its number and the file it referred to.
-///
-/// Our duplicate keeps the file open after the library closes its descriptor, so readiness alone
-/// cannot tell; where `/proc/self/fd` exists, the number is looked up again after each readiness.
-#[derive(Debug, Clone, Copy)]
-struct Origin {
-    fd: RawFd,
-    dev: u64,
-    ino: u64,
+/// What wakes the pump for the set of a loop on its own thread.
+pub(crate) fn own_trigger(set: &Descriptors) -> Result<Trigger, Error> {
+    #[cfg(unix)]
+    return TriggerFd::owned(set).register(false);
+    #[cfg(windows)]
+    return Ok(Trigger::of(set));
 }
 
-impl Origin {
-    fn of(fd: &impl AsFd, duplicate: &OwnedFd) -> Option<Origin> {
-        if !Path::new("/proc/self/fd").is_dir() {
-            return None;
-        }
-        let file = std::fs::File::from(duplicate.try_clone().ok()?);
-        let metadata = file.metadata().ok()?;
-        Some(Origin {
-            fd: fd.as_fd().as_raw_fd(),
-            dev: metadata.dev(),
-            ino: metadata.ino(),
-        })
+/// Runs the driver of a loop on its own thread: that thread sleeps in the reactor (on Unix, where
+/// the set is a descriptor the reactor watches), or in the set itself (on Windows, where the set
+/// has no descriptor to watch: kicks and timers wake it through the set).
+pub(crate) fn block_on_loop<T>(set: Option<&Descriptors>, driver: impl Future<Output = T>) -> T {
+    #[cfg(windows)]
+    if let Some(set) = set {
+        return windows::block_on(set, driver);
     }
-
-    /// Whether the library's descriptor number still refers to the same file.
-    fn is_open(&self) -> bool {
-        std::fs::metadata(format!("/proc/self/fd/{}", self.fd))
-            .is_ok_and(|m| m.dev() == self.dev && m.ino() == self.ino)
-    }
-}
-
-/// What [`Builder::run_on_readable`](crate::Builder::run_on_readable) keeps: a duplicate, or why
-/// there is none.
-#[derive(Debug, Clone)]
-pub(crate) struct TriggerFd {
-    duplicate: Result<Arc<OwnedFd>, io::ErrorKind>,
-    origin: Option<Origin>,
-}
-
-impl TriggerFd {
-    pub(crate) fn new(fd: impl AsFd) -> TriggerFd {
-        let mut trigger = TriggerFd::owned(&fd);
-        if let Ok(duplicate) = &trigger.duplicate {
-            trigger.origin = Origin::of(&fd, duplicate);
-        }
-        trigger
-    }
-
-    /// A trigger on a descriptor the pump holds itself (the loop's descriptor set): nobody else
-    /// can close it, so there is nothing to look up again after each readiness.
-    pub(crate) fn owned(fd: impl AsFd) -> TriggerFd {
-        TriggerFd {
-            duplicate: fd
-                .as_fd()
-                .try_clone_to_owned()
-                .map(Arc::new)
-                .map_err(|err| err.kind()),
-            origin: None,
-        }
-    }
-
-    /// A trigger for one pump: its own duplicate, registered with async-io; `tokio`: watched
-    /// with tokio's reactor instead where the pump runs on tokio.
-    pub(crate) fn register(&self, tokio: bool) -> Result<Trigger, Error> {
-        let duplicate = self
-            .duplicate
-            .as_ref()
-            .map_err(|&kind| Error::Trigger(kind))?;
-        let own = duplicate
-            .try_clone()
-            .map_err(|e| Error::Trigger(e.kind()))?;
-        let source = Async::new_nonblocking(own).map_err(|e| Error::Trigger(e.kind()))?;
-        #[cfg(not(all(feature = "tokio", not(loom))))]
-        let _ = tokio;
-        Ok(Trigger {
-            source,
-            origin: self.origin,
-            #[cfg(all(feature = "tokio", not(loom)))]
-            tokio,
-        })
-    }
-}
-
-/// A pump's readiness trigger.
-#[derive(Debug)]
-pub(crate) struct Trigger {
-    source: Async<OwnedFd>,
-    origin: Option<Origin>,
-    /// [`Builder::tokio_readiness`](crate::Builder::tokio_readiness).
-    #[cfg(all(feature = "tokio", not(loom)))]
-    tokio: bool,
-}
-
-impl Trigger {
-    /// How the driver polled on this thread waits for readiness: through the reactor of the
-    /// tokio runtime it runs on, if asked for and there is one, else through async-io's.
-    ///
-    /// # Errors
-    ///
-    /// `Unsupported` if tokio's reactor was asked for and the tokio runtime polling the driver
-    /// has no I/O driver.
-    pub(crate) fn watch(&self) -> Result<Watch<'_>, io::ErrorKind> {
-        Ok(Watch {
-            trigger: self,
-            #[cfg(all(feature = "tokio", not(loom)))]
-            tokio: match self.tokio {
-                true => self::tokio::TokioReadiness::register(self)?,
-                false => None,
-            },
-        })
-    }
-
-    /// Waits until async-io's reactor reports the descriptor readable.
-    async fn readable(&self) -> Result<(), io::ErrorKind> {
-        self.source.readable().await.map_err(|e| e.kind())
-    }
-
-    /// Whether the descriptor is readable right now, asked of the kernel (`poll` with a zero
-    /// timeout). After a run, readiness that is still there (level-triggered: more work came due
-    /// during the run) is seen without a round trip through async-io's reactor thread.
-    pub(crate) fn is_readable_now(&self) -> bool {
-        use rustix::event::{poll, PollFd, PollFlags, Timespec};
-        let mut fds = [PollFd::new(self.source.get_ref(), PollFlags::IN)];
-        let now = Timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        matches!(poll(&mut fds, Some(&now)), Ok(n) if n > 0)
-    }
-
-    /// Whether the library still has its descriptor open: once it closed it, our duplicate would
-    /// stay readable forever (at EOF) and turn the pump in a busy loop. Asked after the run that a
-    /// readiness caused, so the look-up (a `stat` of `/proc/self/fd/N`) does not delay the run.
-    pub(crate) fn is_open(&self) -> Result<(), io::ErrorKind> {
-        match self.origin {
-            Some(origin) if !origin.is_open() => Err(io::ErrorKind::NotFound),
-            _ => Ok(()),
-        }
-    }
-}
-
-/// The active driver's wait for readiness (see [`Trigger::watch`]).
-#[derive(Debug)]
-pub(crate) struct Watch<'a> {
-    trigger: &'a Trigger,
-    #[cfg(all(feature = "tokio", not(loom)))]
-    tokio: Option<self::tokio::TokioReadiness>,
-}
-
-impl Watch<'_> {
-    /// The trigger watched.
-    pub(crate) fn trigger(&self) -> &Trigger {
-        self.trigger
-    }
-
-    /// Waits until the descriptor is readable.
-    pub(crate) async fn readable(&self) -> Result<(), io::ErrorKind> {
-        #[cfg(all(feature = "tokio", not(loom)))]
-        if let Some(tokio) = &self.tokio {
-            // tokio fails a registration only when its runtime shuts down, which says nothing
-            // of the descriptor: async-io's reactor still watches it.
-            if tokio.readable(self.trigger).await.is_ok() {
-                return Ok(());
-            }
-        }
-        self.trigger.readable().await
-    }
+    let _ = set;
+    crate::reactor::block_on(driver)
 }

@@ -1,7 +1,15 @@
 //! [`Interest`] and [`Ready`]: what a registration of the descriptor set asks for, and what it
 //! was found ready for.
 
-use std::os::fd::RawFd;
+/// A descriptor as a C library hands it out: a file descriptor on Unix (`RawFd`), a socket on
+/// Windows (`RawSocket`, libcurl's `curl_socket_t`).
+#[cfg(unix)]
+pub type RawDescriptor = std::os::fd::RawFd;
+
+/// A descriptor as a C library hands it out: a file descriptor on Unix (`RawFd`), a socket on
+/// Windows (`RawSocket`, libcurl's `curl_socket_t`).
+#[cfg(windows)]
+pub type RawDescriptor = std::os::windows::io::RawSocket;
 
 /// What to watch a descriptor for.
 ///
@@ -76,7 +84,7 @@ impl std::ops::BitOrAssign for Interest {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ready {
     token: u64,
-    fd: RawFd,
+    fd: RawDescriptor,
     found: Found,
 }
 
@@ -105,7 +113,7 @@ impl Found {
 }
 
 impl Ready {
-    pub(crate) fn new(token: u64, fd: RawFd, found: Found) -> Ready {
+    pub(crate) fn new(token: u64, fd: RawDescriptor, found: Found) -> Ready {
         Ready { token, fd, found }
     }
 
@@ -115,7 +123,7 @@ impl Ready {
     }
 
     /// The descriptor's number, as the library watched it.
-    pub fn fd(&self) -> RawFd {
+    pub fn fd(&self) -> RawDescriptor {
         self.fd
     }
 

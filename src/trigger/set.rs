@@ -3,11 +3,12 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, RawFd};
+#[cfg(unix)]
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::kernel::{Instance, Outer};
-use super::ready::{Interest, Ready};
+use super::ready::{Interest, RawDescriptor, Ready};
 
 /// The descriptors a C library asks its loop to watch (libcurl's socket callback, D-Bus watches,
 /// GLib's `GPollFD`s, libusb's pollfds), waited on as one by the pump.
@@ -44,6 +45,21 @@ use super::ready::{Interest, Ready};
 /// epoll instance at the next report, so the leftover is reported at most once more and the
 /// pump does not spin. A new file that takes the closed number meanwhile is watched only when
 /// the library watches it.
+///
+/// # Platforms
+///
+/// On Linux and Android the set is an epoll instance; on macOS, iOS and the BSDs a kqueue, on
+/// illumos and Solaris an event port (through smol-rs `polling`); on each a descriptor the
+/// runtime's reactor watches, so the set serves a loop in the pump
+/// ([`run_on_readable`](crate::Builder::run_on_readable)) and a loop on its own thread alike.
+///
+/// On Windows it holds sockets ([`RawDescriptor`](crate::RawDescriptor) is a `RawSocket`, as
+/// libcurl's `curl_socket_t` is) on an I/O completion port, which no reactor can watch: the set
+/// serves a loop on its own thread ([`Setup::descriptors`](crate::Setup::descriptors)), whose
+/// thread sleeps on the port itself, and `run_on_readable` does not exist there. What that
+/// thread found ready goes to the next run's [`Run::ready`](crate::Run::ready); call
+/// [`ready`](Descriptors::ready) on that thread (from another, while the loop's thread
+/// sleeps, it hands only what the last sleep found).
 ///
 /// # Examples
 ///
@@ -97,9 +113,9 @@ struct Table {
     /// The inner instance.
     instance: Instance,
     tokens: HashMap<u64, Registration>,
-    fds: HashMap<RawFd, Watched>,
+    fds: HashMap<RawDescriptor, Watched>,
     /// The key of each watched descriptor's kernel entry, back to its number.
-    keys: HashMap<u64, RawFd>,
+    keys: HashMap<u64, RawDescriptor>,
     /// The key of the next descriptor watched: never reused, so a report for a descriptor the set
     /// let go of is known for one.
     next_key: u64,
@@ -107,7 +123,7 @@ struct Table {
 
 #[derive(Clone, Copy)]
 struct Registration {
-    fd: RawFd,
+    fd: RawDescriptor,
     interest: Interest,
 }
 
@@ -132,6 +148,7 @@ impl fmt::Debug for Descriptors {
 
 /// The set itself: readable while any registration is ready, for
 /// [`run_on_readable`](crate::Builder::run_on_readable).
+#[cfg(unix)]
 impl AsFd for Descriptors {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.inner.outer.as_fd()
@@ -215,7 +232,8 @@ impl Descriptors {
     ///
     /// What the kernel says (`EBADF` for a closed descriptor, `EPERM` for a regular file,
     /// `ELOOP` for the set itself or a set that watches this one; `EBADF` for a
-    /// negative number, whatever the interest); the set is left as it was, and stays usable.
+    /// negative number, whatever the interest; on Windows `WSAENOTSOCK` for `INVALID_SOCKET`);
+    /// the set is left as it was, and stays usable.
     ///
     /// # Examples
     ///
@@ -232,7 +250,7 @@ impl Descriptors {
     /// assert_eq!(descriptors.len(), 1);
     /// # Ok::<(), std::io::Error>(())
     /// ```
-    pub fn watch(&self, fd: RawFd, interest: Interest, token: u64) -> io::Result<()> {
+    pub fn watch(&self, fd: RawDescriptor, interest: Interest, token: u64) -> io::Result<()> {
         self.watch_in(&mut self.table(), fd, interest, token, false)
     }
 
@@ -241,14 +259,12 @@ impl Descriptors {
     fn watch_in(
         &self,
         table: &mut Table,
-        fd: RawFd,
+        fd: RawDescriptor,
         interest: Interest,
         token: u64,
         force: bool,
     ) -> io::Result<()> {
-        if fd < 0 {
-            return Err(rustix::io::Errno::BADF.into());
-        }
+        check(fd)?;
         let moved_from = match table.tokens.get(&token) {
             Some(old) if old.fd != fd => Some(old.fd),
             _ => None,
@@ -330,8 +346,11 @@ impl Descriptors {
     /// assert_eq!(descriptors.watched(), [(b as u64, b, Interest::WRITABLE)]);
     /// # Ok::<(), std::io::Error>(())
     /// ```
-    pub fn watch_only(&self, list: impl IntoIterator<Item = (RawFd, Interest)>) -> io::Result<()> {
-        let mut wanted: HashMap<RawFd, Interest> = HashMap::new();
+    pub fn watch_only(
+        &self,
+        list: impl IntoIterator<Item = (RawDescriptor, Interest)>,
+    ) -> io::Result<()> {
+        let mut wanted: HashMap<RawDescriptor, Interest> = HashMap::new();
         for (fd, interest) in list {
             *wanted.entry(fd).or_default() |= interest;
         }
@@ -340,14 +359,14 @@ impl Descriptors {
         let gone: Vec<u64> = table
             .tokens
             .iter()
-            .filter(|(&token, r)| token != r.fd as u64 || !wanted.contains_key(&r.fd))
+            .filter(|(&token, r)| token != number_token(r.fd) || !wanted.contains_key(&r.fd))
             .map(|(&token, _)| token)
             .collect();
         for token in gone {
             self.unwatch_in(&mut table, token)?;
         }
         for (fd, interest) in wanted {
-            self.watch_in(&mut table, fd, interest, fd as u64, true)?;
+            self.watch_in(&mut table, fd, interest, number_token(fd), true)?;
         }
         Ok(())
     }
@@ -372,7 +391,7 @@ impl Descriptors {
     /// assert_eq!(descriptors.len(), 2); // registrations, not descriptors
     /// # Ok::<(), std::io::Error>(())
     /// ```
-    pub fn watched(&self) -> Vec<(u64, RawFd, Interest)> {
+    pub fn watched(&self) -> Vec<(u64, RawDescriptor, Interest)> {
         self.table()
             .tokens
             .iter()
@@ -444,6 +463,8 @@ impl Descriptors {
     /// ```
     pub fn ready_into(&self, ready: &mut Vec<Ready>) {
         ready.clear();
+        // Changed only where a leftover moves the set to a new instance (not on Windows).
+        #[cfg_attr(windows, allow(unused_mut))]
         let mut table = self.table();
         let capacity = table.fds.len().clamp(1, 4096);
         let mut leftover = false;
@@ -458,6 +479,11 @@ impl Descriptors {
                 }
             }
         });
+        #[cfg(windows)]
+        let _ = leftover;
+        // On Windows a socket's registration goes with its handle: a leftover is a report fetched
+        // before the library unwatched, skipped above, and the port stays.
+        #[cfg(unix)]
         if leftover {
             // Failing, the leftover is reported again next time, and the move tried again.
             let _ = self.move_to_new_instance(&mut table);
@@ -466,6 +492,7 @@ impl Descriptors {
 
     /// Moves every registration to a new inner instance, so the old one goes with the leftover
     /// of a descriptor closed while watched (see "The library's part").
+    #[cfg(unix)]
     fn move_to_new_instance(&self, table: &mut Table) -> io::Result<()> {
         let instance = Instance::new()?;
         for (&fd, watched) in &table.fds {
@@ -481,7 +508,7 @@ impl Descriptors {
 
     /// Takes `token` off `fd`'s list (the registration itself is gone or moved), and the
     /// descriptor out of the kernel's set once nothing is registered on it.
-    fn detach(&self, table: &mut Table, fd: RawFd, token: u64) -> io::Result<()> {
+    fn detach(&self, table: &mut Table, fd: RawDescriptor, token: u64) -> io::Result<()> {
         let asked = table.asked_with(fd, token, None);
         let watched = table
             .fds
@@ -501,7 +528,13 @@ impl Descriptors {
 
     /// Brings the kernel's entry for `fd` to ask for `asked`, making the descriptor's record if
     /// it has none.
-    fn apply(&self, table: &mut Table, fd: RawFd, asked: Interest, force: bool) -> io::Result<()> {
+    fn apply(
+        &self,
+        table: &mut Table,
+        fd: RawDescriptor,
+        asked: Interest,
+        force: bool,
+    ) -> io::Result<()> {
         let Table {
             instance,
             fds,
@@ -536,10 +569,18 @@ impl Descriptors {
     }
 }
 
+#[cfg(windows)]
+impl Descriptors {
+    /// The completion port, for the loop's thread to sleep on.
+    pub(super) fn port(&self) -> Arc<super::kernel::Port> {
+        self.inner.outer.port().clone()
+    }
+}
+
 impl Table {
     /// What the registrations on `fd` ask for together, with `token`'s interest replaced
     /// (`None`: left out).
-    fn asked_with(&self, fd: RawFd, token: u64, interest: Option<Interest>) -> Interest {
+    fn asked_with(&self, fd: RawDescriptor, token: u64, interest: Option<Interest>) -> Interest {
         let others = self.fds.get(&fd).map_or(&[][..], |w| &w.tokens[..]);
         let mut asked = interest.unwrap_or_default();
         for other in others.iter().filter(|&&t| t != token) {
@@ -547,4 +588,25 @@ impl Table {
         }
         asked
     }
+}
+
+/// The token [`Descriptors::watch_only`] gives a descriptor: its number.
+#[allow(clippy::unnecessary_cast)] // a `u64` already on Windows, an `i32` on Unix
+fn number_token(fd: RawDescriptor) -> u64 {
+    fd as u64
+}
+
+/// Refuses a number that names no descriptor at all before the kernel sees it, with the error
+/// the kernel gives for one that is not open.
+fn check(fd: RawDescriptor) -> io::Result<()> {
+    #[cfg(unix)]
+    if fd < 0 {
+        return Err(rustix::io::Errno::BADF.into());
+    }
+    // `INVALID_SOCKET`; `WSAENOTSOCK`.
+    #[cfg(windows)]
+    if fd == RawDescriptor::MAX {
+        return Err(io::Error::from_raw_os_error(10038));
+    }
+    Ok(())
 }

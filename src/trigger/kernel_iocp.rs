@@ -1,0 +1,184 @@
+//! The descriptor set's kernel side on Windows: sockets on an I/O completion port, through smol-rs
+//! `polling` (its AFD backend) in level mode.
+//!
+//! A port cannot be watched by another reactor, so nothing outside the set waits for it: the
+//! loop's own thread sleeps on the port ([`Port::sleep`]), and whatever else must wake that
+//! thread (a kick, a timer of async-io's) does so through the port ([`Port::notify`]).
+
+use std::io;
+use std::num::NonZeroUsize;
+use std::os::windows::io::{BorrowedSocket, RawSocket};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use polling::{Event, Events, PollMode, Poller};
+
+use super::ready::{Found, Interest};
+
+/// The set's side of the port: it owns it.
+pub(super) struct Outer(Arc<Port>);
+
+/// The port the registrations are in.
+pub(super) struct Instance(Arc<Port>);
+
+/// The completion port, and what the loop's thread found ready while it slept on it.
+pub(crate) struct Port {
+    poller: Poller,
+    /// The buffer of the one thread that waits on the port at a time.
+    events: Mutex<Events>,
+    found: Mutex<Found_>,
+}
+
+/// Reports fetched by [`Port::sleep`] that no run took yet, and who waits for them.
+#[derive(Default)]
+struct Found_ {
+    reports: Vec<(u64, Found)>,
+    waker: Option<Waker>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Outer {
+    /// A new port, held by both halves.
+    pub(super) fn new() -> io::Result<(Outer, Instance)> {
+        let port = Arc::new(Port {
+            poller: Poller::new()?,
+            events: Mutex::new(Events::with_capacity(
+                NonZeroUsize::new(1024).expect("not zero"),
+            )),
+            found: Mutex::default(),
+        });
+        Ok((Outer(port.clone()), Instance(port)))
+    }
+
+    /// The port, for the loop's thread to sleep on.
+    pub(super) fn port(&self) -> &Arc<Port> {
+        &self.0
+    }
+}
+
+fn report(event: &Event) -> Found {
+    Found {
+        readable: event.readable,
+        writable: event.writable,
+        error: event.is_err().unwrap_or(false),
+        hangup: event.is_interrupt(),
+    }
+}
+
+impl Instance {
+    /// Adds or modifies the entry for `socket` (level-triggered).
+    #[allow(unsafe_code)]
+    pub(super) fn control(
+        &self,
+        add: bool,
+        socket: RawSocket,
+        key: u64,
+        asked: Interest,
+    ) -> io::Result<()> {
+        let key = usize::try_from(key).map_err(|_| io::Error::from(io::ErrorKind::OutOfMemory))?;
+        let event = Event::new(key, asked.is_readable(), asked.is_writable());
+        let poller = &self.0.poller;
+        match add {
+            // SAFETY: the library deletes the socket from the set before it closes it
+            // (`Descriptors`, "The library's part"); a socket closed while registered cancels
+            // the port's pending poll of it, so a broken promise leaves nothing behind.
+            true => unsafe { poller.add_with_mode(socket, event, PollMode::Level) },
+            false => {
+                // SAFETY: as above: the socket is open while registered; the borrow lasts for one
+                // call that names it and is never read or written through.
+                let borrowed = unsafe { BorrowedSocket::borrow_raw(socket) };
+                poller.modify_with_mode(borrowed, event, PollMode::Level)
+            }
+        }
+    }
+
+    /// Takes `socket` out; a handle that is no longer open is not an error (the registration is
+    /// gone either way).
+    #[allow(unsafe_code)]
+    pub(super) fn delete(&self, socket: RawSocket) -> io::Result<()> {
+        // SAFETY: as in `control`.
+        let borrowed = unsafe { BorrowedSocket::borrow_raw(socket) };
+        let _ = self.0.poller.delete(borrowed);
+        Ok(())
+    }
+
+    /// Hands `found` what the loop's thread found ready while it slept, and what the port has
+    /// ready now, by key (one report per key); does not wait. While another thread sleeps on the
+    /// port, only the first.
+    pub(super) fn wait(&self, _capacity: usize, mut found: impl FnMut(u64, Found)) {
+        let port = &self.0;
+        let mut reports = std::mem::take(&mut lock(&port.found).reports);
+        if let Ok(mut events) = port.events.try_lock() {
+            events.clear();
+            // Failing here only means nothing more is handed this run; what is ready stays so.
+            let _ = port.poller.wait(&mut events, Some(Duration::ZERO));
+            reports.extend(
+                events
+                    .iter()
+                    .map(|event| (event.key as u64, report(&event))),
+            );
+        }
+        reports.sort_unstable_by_key(|&(key, _)| key);
+        let mut reports = reports.into_iter().peekable();
+        while let Some((key, mut merged)) = reports.next() {
+            while let Some((_, more)) = reports.next_if(|&(next, _)| next == key) {
+                merged.readable |= more.readable;
+                merged.writable |= more.writable;
+                merged.error |= more.error;
+                merged.hangup |= more.hangup;
+            }
+            found(key, merged);
+        }
+    }
+}
+
+impl Port {
+    /// Sleeps until a registration is ready or [`notify`](Port::notify) is called, and keeps
+    /// what it found for the next run.
+    pub(crate) fn sleep(&self) {
+        let mut events = lock(&self.events);
+        events.clear();
+        // An error (none is expected of a live port) ends the sleep as a notification would:
+        // the caller looks at its work and sleeps again.
+        let _ = self.poller.wait(&mut events, None);
+        if events.is_empty() {
+            return;
+        }
+        let waker = {
+            let mut found = lock(&self.found);
+            let reports = events
+                .iter()
+                .map(|event| (event.key as u64, report(&event)));
+            found.reports.extend(reports);
+            found.waker.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+
+    /// Ends the current or the next [`sleep`](Port::sleep).
+    pub(crate) fn notify(&self) {
+        // Fails only when the port is gone, and then nobody sleeps on it.
+        let _ = self.poller.notify();
+    }
+
+    /// Ready once a sleep found reports that no run took yet.
+    pub(crate) fn poll_found(&self, cx: &mut Context<'_>) -> Poll<()> {
+        let mut found = lock(&self.found);
+        if found.reports.is_empty() {
+            found.waker = Some(cx.waker().clone());
+            return Poll::Pending;
+        }
+        Poll::Ready(())
+    }
+
+    /// Whether a sleep found reports that no run took yet.
+    pub(crate) fn has_found(&self) -> bool {
+        !lock(&self.found).reports.is_empty()
+    }
+}

@@ -1,0 +1,256 @@
+//! The loop's descriptor set with TCP sockets, the same tests on every platform: Linux (epoll),
+//! Windows (a completion port; `.ci/run` runs them under wine), the other Unixes (kqueue, event
+//! ports; type-checked only). A loop on its own thread watches a socket in the set its `Setup`
+//! gave it, and sleeps until the socket is ready, a call kicks it, or its deadline comes — on
+//! Windows the loop's thread sleeps on the set's port itself, so kicks and timers reach it
+//! through the port.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+use common::{within, HANG};
+use ffi_pump::{Cause, Completions, Descriptors, Interest, LoopHandle, Pump, RawDescriptor};
+
+#[cfg(unix)]
+fn raw(socket: &TcpStream) -> RawDescriptor {
+    std::os::fd::AsRawFd::as_raw_fd(socket)
+}
+
+#[cfg(windows)]
+fn raw(socket: &TcpStream) -> RawDescriptor {
+    std::os::windows::io::AsRawSocket::as_raw_socket(socket)
+}
+
+/// A connected pair on the loopback: the library's end (non-blocking) and its peer.
+fn tcp_pair() -> (TcpStream, TcpStream) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let peer = TcpStream::connect(listener.local_addr().expect("address")).expect("connect");
+    let (socket, _) = listener.accept().expect("accept");
+    socket.set_nonblocking(true).expect("non-blocking");
+    peer.set_nodelay(true).expect("no delay");
+    (socket, peer)
+}
+
+/// A run's cause, and the tokens `run.ready()` listed, with (readable, writable).
+type Ran = (Cause, Vec<(u64, bool, bool)>);
+
+/// A stand-in library on the loop's thread: its socket in the pump's set, what its runs were
+/// handed, and what it read.
+struct Library {
+    set: Descriptors,
+    socket: TcpStream,
+    runs: Vec<Ran>,
+    /// Whether a run reads what is ready (else it stays ready: level-triggered).
+    reads: bool,
+    received: Vec<u8>,
+    /// Read to its end: the peer closed.
+    at_end: bool,
+    /// The run that found the deadline passed: its cause, and when.
+    deadline_run: Option<(Cause, Instant)>,
+}
+
+/// A quiet loop on its own thread (`deadline`: its only deadline, reported until a run finds it
+/// passed) watching its socket for `interest` under token 7, and its completions: what it read
+/// (key 7, once `want` bytes came or the peer closed), the deadline's run (key 1), the end of its
+/// first run (key 2: no call kicked it, so only readiness or the deadline runs it again).
+fn library(
+    socket: TcpStream,
+    interest: Interest,
+    reads: bool,
+    want: usize,
+    deadline: Option<Instant>,
+) -> (Pump, LoopHandle<Library>, Completions<u64, Vec<u8>>) {
+    let done = Completions::new();
+    let completes = done.clone();
+    let mut deadline = deadline;
+    let (pump, library) = Pump::builder()
+        .name("sockets")
+        // Never idle: no first-wait kick, so a run for data is a run for readiness.
+        .idle_stop(false)
+        .build_with_state(
+            move |setup| {
+                let set = setup.descriptors()?;
+                set.watch(raw(&socket), interest, 7)?;
+                Ok(Library {
+                    set,
+                    socket,
+                    runs: Vec::new(),
+                    reads,
+                    received: Vec::new(),
+                    at_end: false,
+                    deadline_run: None,
+                })
+            },
+            move |library: &mut Library, run| {
+                let ready: Vec<_> = run
+                    .ready()
+                    .iter()
+                    .map(|r| (r.token(), r.is_readable(), r.is_writable()))
+                    .collect();
+                library.runs.push((run.cause(), ready.clone()));
+                if library.runs.len() == 1 {
+                    completes.complete(2, Vec::new());
+                }
+                if library.reads && ready.iter().any(|&(_, readable, _)| readable) {
+                    let mut buf = [0_u8; 4096];
+                    loop {
+                        match library.socket.read(&mut buf) {
+                            Ok(0) => break library.at_end = true,
+                            Ok(n) => library.received.extend_from_slice(&buf[..n]),
+                            Err(_) => break,
+                        }
+                    }
+                    if library.received.len() >= want || library.at_end {
+                        completes.complete(7, library.received.clone());
+                    }
+                }
+                if run.deadline_passed() && deadline.take().is_some() {
+                    library.deadline_run = Some((run.cause(), Instant::now()));
+                    completes.complete(1, Vec::new());
+                }
+                deadline
+            },
+        )
+        .expect("the loop's thread starts");
+    (pump, library, done)
+}
+
+/// Every run's cause and what it was handed, so far.
+async fn runs(library: &LoopHandle<Library>) -> Vec<Ran> {
+    within("a call", library.call(|library| library.runs.clone()))
+        .await
+        .expect("the call runs")
+}
+
+#[test]
+fn data_from_the_peer_runs_the_loop_for_readiness_with_the_sockets_token() {
+    let (socket, mut peer) = tcp_pair();
+    let (pump, library, done) = library(socket, Interest::READABLE, true, 5, None);
+    futures_lite::future::block_on(async {
+        // Asleep: after its first run nothing but readiness runs it (no call, no deadline).
+        let first = pump.wait_key(&done, 2).timeout(HANG).await;
+        assert!(first.is_ok(), "the first run: {first:?}");
+        peer.write_all(b"hello").expect("write");
+        let received = pump.wait_key(&done, 7).timeout(HANG).await;
+        assert_eq!(received.as_deref(), Ok(&b"hello"[..]));
+        let runs = runs(&library).await;
+        assert_eq!(
+            runs[0],
+            (Cause::Deadline, Vec::new()),
+            "the first run, at once"
+        );
+        assert!(
+            runs[1..]
+                .iter()
+                .all(|(cause, _)| *cause == Cause::Readiness),
+            "woken by readiness only: {runs:?}"
+        );
+        assert_eq!(runs[1].1, [(7, true, false)], "token 7, readable: {runs:?}");
+    });
+}
+
+#[test]
+fn a_peer_that_closes_makes_the_socket_readable_at_end_of_file() {
+    let (socket, mut peer) = tcp_pair();
+    let (pump, library, done) = library(socket, Interest::READABLE, true, usize::MAX, None);
+    futures_lite::future::block_on(async {
+        peer.write_all(b"bye").expect("write");
+        drop(peer);
+        let received = pump.wait_key(&done, 7).timeout(HANG).await;
+        assert_eq!(received.as_deref(), Ok(&b"bye"[..]));
+        let at_end = library.call(|library| library.at_end).await;
+        assert_eq!(at_end, Ok(true), "read to its end");
+    });
+}
+
+#[test]
+fn a_socket_left_unread_is_handed_again_until_unwatched_then_the_loop_sleeps() {
+    let (socket, mut peer) = tcp_pair();
+    let (_pump, library, _done) = library(socket, Interest::READABLE, false, 0, None);
+    futures_lite::future::block_on(async {
+        peer.write_all(b"unread").expect("write");
+        let handed = |runs: &[Ran]| runs.iter().filter(|(_, ready)| !ready.is_empty()).count();
+        let start = Instant::now();
+        while handed(&runs(&library).await) < 3 {
+            assert!(
+                start.elapsed() < HANG,
+                "the unread socket was not handed three times"
+            );
+        }
+        let unwatched = within("a call", library.call(|library| library.set.unwatch(7))).await;
+        assert!(matches!(unwatched, Ok(Ok(()))), "unwatched: {unwatched:?}");
+        let after_unwatch = runs(&library).await;
+        // Runs are serialised with calls on the loop's thread: none after the unwatch hands
+        // the socket, and with nothing ready nothing runs the loop (one run for a report fetched
+        // before the unwatch is allowed).
+        let window = Instant::now();
+        while window.elapsed() < Duration::from_millis(300) {
+            std::thread::yield_now();
+        }
+        let later = runs(&library).await;
+        assert_eq!(
+            handed(&later),
+            handed(&after_unwatch),
+            "handed after unwatch: {later:?}"
+        );
+        let readiness = |runs: &[Ran]| {
+            runs.iter()
+                .filter(|(cause, _)| *cause == Cause::Readiness)
+                .count()
+        };
+        assert!(
+            readiness(&later) <= readiness(&after_unwatch) + 1,
+            "readiness runs over 300 ms after the unwatch: {} then {}",
+            readiness(&after_unwatch),
+            readiness(&later)
+        );
+    });
+}
+
+#[test]
+fn an_empty_interest_is_not_handed_and_a_writable_one_is_handed_at_once() {
+    let (socket, _peer) = tcp_pair();
+    let (_pump, library, _done) = library(socket, Interest::NONE, false, 0, None);
+    futures_lite::future::block_on(async {
+        // Two calls: each kicks a run, and neither hands the socket (it is writable, not asked).
+        for _ in 0..2 {
+            let ready = runs(&library).await;
+            assert!(ready.iter().all(|(_, r)| r.is_empty()), "{ready:?}");
+        }
+        let watched = library
+            .call(|library| {
+                let socket = raw(&library.socket);
+                library.set.watch(socket, Interest::WRITABLE, 7)
+            })
+            .await;
+        assert!(matches!(watched, Ok(Ok(()))), "watched: {watched:?}");
+        let start = Instant::now();
+        while !runs(&library)
+            .await
+            .iter()
+            .any(|(_, ready)| ready == &[(7, false, true)])
+        {
+            assert!(start.elapsed() < HANG, "token 7 was not handed as writable");
+        }
+    });
+}
+
+#[test]
+fn the_deadline_wakes_a_loop_that_sleeps_on_its_set() {
+    let (socket, _peer) = tcp_pair();
+    let due = Instant::now() + Duration::from_millis(50);
+    let (pump, library, done) = library(socket, Interest::READABLE, true, 0, Some(due));
+    futures_lite::future::block_on(async {
+        let fired = pump.wait_key(&done, 1).timeout(HANG).await;
+        assert!(fired.is_ok(), "the deadline's run: {fired:?}");
+        let (cause, at) = within("a call", library.call(|library| library.deadline_run))
+            .await
+            .expect("the call runs")
+            .expect("recorded");
+        assert_eq!(cause, Cause::Deadline);
+        assert!(at >= due, "ran {:?} before its deadline", due - at);
+    });
+}
