@@ -139,6 +139,7 @@ impl Transfers {
             let (set, counters) = (setup.descriptors()?, transfers.counters.clone());
             // Only fails for an option libcurl does not know; these are in every 7.x.
             let _ = transfers.multi.socket_function(move |socket, events, _| {
+                #[allow(clippy::unnecessary_cast)] // a `u64` already on Windows (`SOCKET`)
                 let token = socket as u64;
                 let interest = match (events.input(), events.output()) {
                     (true, true) => Interest::READABLE | Interest::WRITABLE,

@@ -118,6 +118,7 @@ fn a_response_past_its_timeout_times_out_and_leaves_no_transfer_behind() {
 }
 
 /// Raises this process's soft limit on open descriptors to `at_least` (within the hard limit).
+#[cfg(unix)]
 fn allow_descriptors(at_least: u64) {
     use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
     let limit = getrlimit(Resource::Nofile);
@@ -138,6 +139,8 @@ fn allow_descriptors(at_least: u64) {
     }
 }
 
+// Unix: descriptor numbers past `select()`'s 1 024 (Windows sockets are handles, not numbers).
+#[cfg(unix)]
 #[test]
 fn eleven_hundred_concurrent_transfers_succeed_on_descriptors_past_1024() {
     const TRANSFERS: u64 = 1_100;
