@@ -15,8 +15,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+#[path = "../tests/server/mod.rs"]
+mod server;
+
 use ffi_pump_binding_support::process_cpu_ns;
-use ffi_pump_curl::server::{checksum, expected_body, serve, written_at};
+use server::{checksum, expected_body, serve, written_at};
 use ffi_pump_curl::{Client, Schedule};
 
 const REQUESTS: u64 = 200;

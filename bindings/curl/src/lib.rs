@@ -1,5 +1,6 @@
-//! A small HTTP client over libcurl's multi interface, driven by ffi-pump, and a local HTTP server
-//! ([`server`]) to try it against: what `examples/curl_multi.rs` and `tests/curl.rs` use.
+//! A small HTTP client over libcurl's multi interface, driven by ffi-pump: what
+//! `examples/curl_multi.rs` and `tests/curl.rs` use (with a local HTTP server of theirs,
+//! `tests/server`).
 //!
 //! libcurl's `Multi` and its easy handles are `!Send`: they live on the loop's own thread
 //! (`Builder::build_with_state`). A task starts its transfer there with `LoopHandle::request`
@@ -18,8 +19,6 @@
 //! workspace's `.cargo/config.toml` sets `CFLAGS` for that (see the README).
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 #![forbid(unsafe_code)]
-
-pub mod server;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

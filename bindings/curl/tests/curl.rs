@@ -3,8 +3,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod server;
+
 use ffi_pump::Error;
-use ffi_pump_curl::server::{checksum, expected_body, has_received, serve};
+use server::{checksum, expected_body, has_received, serve};
 use ffi_pump_curl::{Client, GetError, Schedule};
 
 #[test]

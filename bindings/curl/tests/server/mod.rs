@@ -1,4 +1,6 @@
-//! A local HTTP/1.1 server to try the client against, and the bodies it sends.
+//! A local HTTP/1.1 server to try the client against, and the bodies it sends: test code, shared
+//! by `tests/curl.rs` and `examples/curl_multi.rs` (each uses part of it), not the binding's API.
+#![allow(dead_code)]
 
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Write};
