@@ -120,10 +120,10 @@
 //! | **in the pump**: [`Builder::build`], spawned on any executor | a run per interval while anyone waits | a run at each deadline, none while nothing is due; refuses an interval | as it says |
 //! | **on its own thread**, with state: [`Builder::build_with_state`]; `run_once` is told each [`Run`]'s cause, whether its deadline came and what is ready | the same, on that thread | the same, on that thread; calls kick it | as it says |
 //!
-//! The descriptor set ([`Descriptors`], every Unix) is there wherever the loop lives: on
-//! its own thread from [`Setup::descriptors`], in the pump as `Descriptors::new()` given to
-//! [`Builder::run_on_readable`]. Either way every cell above also runs whenever a registration
-//! in the set is ready.
+//! The descriptor set ([`Descriptors`]) is there wherever the loop lives: on its own thread from
+//! [`Setup::descriptors`] (every platform), in the pump as `Descriptors::new()` given to
+//! [`Builder::run_on_readable`] (Unix). Either way every cell above also runs whenever a
+//! registration in the set is ready.
 //!
 //! What each costs: a loop in the pump runs on whichever executor thread drives the pump (no
 //! thread of its own, but `run_once` must not block); a loop on its own thread costs that thread
@@ -146,8 +146,8 @@
 //! # Event-driven libraries
 //!
 //! A library that asks its loop to watch descriptors (libcurl's socket callback, D-Bus watches,
-//! GLib's `GPollFD`s, libusb's pollfds) keeps the pump's [`Descriptors`] set (every Unix,
-//! from [`Setup::descriptors`]) in its state and in its callbacks — a clone each, every method
+//! GLib's `GPollFD`s, libusb's pollfds) keeps the pump's [`Descriptors`] set (from
+//! [`Setup::descriptors`], on every platform) in its state and in its callbacks — a clone each, every method
 //! `&self`. It registers descriptors by number under tokens of its choosing, for reading,
 //! writing, both or nothing, several per descriptor, changes and drops them (from `run_once`,
 //! where such callbacks fire, or from a call), and each run reads what is ready in
@@ -168,12 +168,14 @@
 //!
 //! # Platforms
 //!
-//! Everything works on every platform async-io supports, except the readiness trigger
-//! ([`Builder::run_on_readable`]) and the descriptor set, which take Unix descriptors: the set is
-//! epoll on Linux and Android, and smol-rs `polling` in level mode elsewhere (kqueue on macOS
-//! and the BSDs, event ports on illumos). The crate's CI runs its tests on Linux, and on Windows
-//! under wine (those that need no Unix descriptor), and checks it with clippy for macOS and
-//! FreeBSD.
+//! Everything works on every platform async-io supports (Unix and Windows) except the readiness
+//! trigger ([`Builder::run_on_readable`]), which takes a Unix descriptor. The descriptor set is
+//! epoll on Linux and Android, smol-rs `polling` in level mode elsewhere (kqueue on macOS and the
+//! BSDs, event ports on illumos), and on Windows sockets on an I/O completion port, which the
+//! loop's own thread sleeps on (see [`Descriptors`], "Platforms"). The crate's CI runs its tests
+//! on Linux (the set's also on its `polling` form), and on Windows under wine (those that need no
+//! Unix descriptor, the set's socket tests and the curl binding's included), and checks it with
+//! clippy for macOS and FreeBSD.
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 #![deny(unsafe_code)]
 #![warn(clippy::undocumented_unsafe_blocks)]
