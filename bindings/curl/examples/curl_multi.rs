@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 mod server;
 
 use ffi_pump_binding_support::process_cpu_ns;
-use server::{checksum, expected_body, serve, written_at};
 use ffi_pump_curl::{Client, Schedule};
+use server::{checksum, expected_body, serve, written_at};
 
 const REQUESTS: u64 = 200;
 const SIZES: [usize; 4] = [0, 1_024, 65_536, 1_048_576];

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 mod server;
 
 use ffi_pump::Error;
-use server::{checksum, expected_body, has_received, serve};
 use ffi_pump_curl::{Client, GetError, Schedule};
+use server::{checksum, expected_body, has_received, serve};
 
 #[test]
 fn every_body_arrives_intact_through_curls_sockets() {
