@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use crate::calls::Calls;
 use crate::core::{Config, Core, Runner};
-#[cfg(unix)]
-use crate::trigger::{Trigger, TriggerFd};
+use crate::trigger::{Trigger, TriggerSource};
 use crate::{Error, IntoNext, LoopHandle, Pump, Strategy};
 
 /// Settings for a [`Pump`], from [`Pump::builder`].
@@ -35,8 +34,7 @@ pub struct Builder {
     strategy: Strategy,
     name: Option<Arc<str>>,
     /// What `run_on_readable` was given.
-    #[cfg(unix)]
-    trigger: Option<TriggerFd>,
+    trigger: Option<TriggerSource>,
     /// Whether `tokio_readiness` asked for tokio's reactor.
     #[cfg(all(unix, feature = "tokio"))]
     tokio_readiness: bool,
@@ -50,7 +48,6 @@ impl Default for Builder {
             idle_stop: true,
             strategy: Strategy::default(),
             name: None,
-            #[cfg(unix)]
             trigger: None,
             #[cfg(all(unix, feature = "tokio"))]
             tokio_readiness: false,
@@ -194,10 +191,10 @@ impl Builder {
     /// consume what made it readable. The interval timer keeps running as a fallback; make it
     /// long (100 ms) or `Duration::MAX` to turn only on readiness, kicks and turns.
     ///
-    /// Unix only (a descriptor is a Unix notion). On Windows, call [`Pump::kick`] from wherever
-    /// the library signals work (a callback, a thread waiting on its handle), or let `run_once`
-    /// report its next deadline (`run_once` returning it, [`build`](Builder::build)); both
-    /// work on every platform.
+    /// On Windows it takes a [`Descriptors`](crate::Descriptors) set (sockets): see
+    /// [`run_on_readable`](Builder::run_on_readable) there. For a library that signals work
+    /// some other way there, call [`Pump::kick`] from wherever it does (a callback, a thread
+    /// waiting on its handle), or let `run_once` report its next deadline.
     ///
     /// If waiting for readiness fails, or the library closes its descriptor (noticed where
     /// `/proc/self/fd` exists, at the next readiness), the pump stops: every wait ends with
@@ -234,7 +231,48 @@ impl Builder {
     #[cfg(unix)]
     #[cfg_attr(docsrs, doc(cfg(unix)))]
     pub fn run_on_readable(mut self, fd: impl AsFd) -> Self {
-        self.trigger = Some(TriggerFd::new(fd));
+        self.trigger = Some(TriggerSource::new(fd));
+        self
+    }
+
+    /// Also turns the pump as soon as a registration in `set` is ready (Windows: the set's
+    /// sockets; on Unix this takes any descriptor, the set included).
+    ///
+    /// An I/O completion port cannot be watched by a reactor, so the pump keeps a thread that
+    /// sleeps on the set's port and wakes the driver, wherever it runs, when the port reports a
+    /// socket ready; it sleeps again once a run took the reports (`set.ready()` in `run_once`),
+    /// and ends with the pump. Readiness is level-triggered, as on Unix: `run_once` hands what
+    /// [`Descriptors::ready`](crate::Descriptors::ready) returns to the library, and while a
+    /// report is not taken the pump runs again. A loop on its own thread needs none of this:
+    /// it takes the set from [`Setup::descriptors`](crate::Setup::descriptors), and its thread
+    /// sleeps on the port itself.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::{Descriptors, Interest, Pump};
+    /// use std::net::{TcpListener, TcpStream};
+    /// use std::os::windows::io::AsRawSocket;
+    ///
+    /// let listener = TcpListener::bind("127.0.0.1:0")?;
+    /// let socket = TcpStream::connect(listener.local_addr()?)?;
+    /// let descriptors = Descriptors::new()?;
+    /// descriptors.watch(socket.as_raw_socket(), Interest::READABLE, 1)?;
+    /// let set = descriptors.clone();
+    /// let pump = Pump::builder()
+    ///     .run_on_readable(&descriptors)
+    ///     .build(move || {
+    ///         for ready in set.ready() {
+    ///             let _ = (ready.token(), ready.is_readable()); // hand it to the library
+    ///         }
+    ///         None // the library's own deadline, if it has one
+    ///     })?;
+    /// # drop(socket);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(windows)]
+    pub fn run_on_readable(mut self, set: &crate::Descriptors) -> Self {
+        self.trigger = Some(TriggerSource::new(set));
         self
     }
 
@@ -298,11 +336,10 @@ impl Builder {
     }
 
     /// The readiness trigger for a new pump.
-    #[cfg(unix)]
     fn trigger(&self) -> Result<Option<Trigger>, Error> {
-        #[cfg(feature = "tokio")]
+        #[cfg(all(unix, feature = "tokio"))]
         let tokio_readiness = self.tokio_readiness;
-        #[cfg(not(feature = "tokio"))]
+        #[cfg(not(all(unix, feature = "tokio")))]
         let tokio_readiness = false;
         self.trigger
             .as_ref()
@@ -420,7 +457,6 @@ impl Builder {
             self.config::<N>(false)?,
             self.name.clone(),
             Runner::here(move || run_once().into_next()),
-            #[cfg(unix)]
             self.trigger()?,
         );
         Ok(Pump::from_core(core))
@@ -521,7 +557,6 @@ impl Builder {
             self.config::<N>(true)?,
             self.name.clone(),
             Runner::OnPumpThread,
-            #[cfg(unix)]
             self.trigger()?,
         );
         core.span.driven_by(crate::driver::LOOP_THREAD);

@@ -121,8 +121,8 @@
 //! | **on its own thread**, with state: [`Builder::build_with_state`]; `run_once` is told each [`Run`]'s cause, whether its deadline came and what is ready | the same, on that thread | the same, on that thread; calls kick it | as it says |
 //!
 //! The descriptor set ([`Descriptors`]) is there wherever the loop lives: on its own thread from
-//! [`Setup::descriptors`] (every platform), in the pump as `Descriptors::new()` given to
-//! [`Builder::run_on_readable`] (Unix). Either way every cell above also runs whenever a
+//! [`Setup::descriptors`], in the pump as `Descriptors::new()` given to
+//! [`Builder::run_on_readable`], on every platform. Either way every cell above also runs whenever a
 //! registration in the set is ready.
 //!
 //! What each costs: a loop in the pump runs on whichever executor thread drives the pump (no
@@ -168,11 +168,12 @@
 //!
 //! # Platforms
 //!
-//! Everything works on every platform async-io supports (Unix and Windows) except the readiness
-//! trigger ([`Builder::run_on_readable`]), which takes a Unix descriptor. The descriptor set is
-//! epoll on Linux and Android, smol-rs `polling` in level mode elsewhere (kqueue on macOS and the
-//! BSDs, event ports on illumos), and on Windows sockets on an I/O completion port, which the
-//! loop's own thread sleeps on (see [`Descriptors`], "Platforms"). The crate's CI runs its tests
+//! Everything works on every platform async-io supports (Unix and Windows). The readiness
+//! trigger ([`Builder::run_on_readable`]) takes any descriptor on Unix, a [`Descriptors`] set on
+//! Windows. The set is epoll on Linux and Android, smol-rs `polling` in level mode elsewhere
+//! (kqueue on macOS and the BSDs, event ports on illumos), and on Windows sockets on an I/O
+//! completion port, which a loop's own thread sleeps on, or a thread of the pump's for a set
+//! given to `run_on_readable` (see [`Descriptors`], "Platforms"). The crate's CI runs its tests
 //! on Linux (the set's also on its `polling` form), and on Windows under wine (those that need no
 //! Unix descriptor, the set's socket tests and the curl binding's included), and checks it with
 //! clippy for macOS and FreeBSD.

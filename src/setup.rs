@@ -138,7 +138,6 @@ impl Setup {
     /// # }).unwrap();
     /// ```
     pub fn descriptors(&mut self) -> std::io::Result<crate::Descriptors> {
-        #[cfg(unix)]
         if self.core.trigger.is_some() {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,

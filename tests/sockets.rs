@@ -254,3 +254,44 @@ fn the_deadline_wakes_a_loop_that_sleeps_on_its_set() {
         assert!(at >= due, "ran {:?} before its deadline", due - at);
     });
 }
+
+#[test]
+fn a_set_given_to_run_on_readable_turns_a_pump_in_the_runtime_on_readiness_alone() {
+    let (mut socket, mut peer) = tcp_pair();
+    let descriptors = Descriptors::new().expect("a set");
+    descriptors
+        .watch(raw(&socket), Interest::READABLE, 3)
+        .expect("watch");
+    let set = descriptors.clone();
+    let done = Completions::new();
+    let completes = done.clone();
+    let mut received = Vec::new();
+    let pump = Pump::builder()
+        .name("sockets-in-the-pump")
+        // Never idle (no first-wait kick) and no deadline: only readiness runs the loop.
+        .idle_stop(false)
+        .run_on_readable(&descriptors)
+        .build(move || {
+            for ready in set.ready() {
+                let mut buf = [0_u8; 4096];
+                while let Ok(n @ 1..) = socket.read(&mut buf) {
+                    received.extend_from_slice(&buf[..n]);
+                }
+                if received.len() >= 5 {
+                    completes.complete(ready.token(), std::mem::take(&mut received));
+                }
+            }
+            None::<Instant>
+        })
+        .expect("a pump");
+    pump.spawn();
+    futures_lite::future::block_on(async {
+        for chunk in [&b"first"[..], b"again"] {
+            peer.write_all(chunk).expect("write");
+            let got = pump.wait_key(&done, 3).timeout(HANG).await;
+            assert_eq!(got.as_deref(), Ok(chunk));
+        }
+        assert_eq!(pump.stats().kicks, 0, "no kick ran the loop");
+        pump.close();
+    });
+}

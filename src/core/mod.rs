@@ -87,7 +87,6 @@ pub(crate) struct Core {
     /// A descriptor whose readiness turns the pump ([`Builder::run_on_readable`]).
     ///
     /// [`Builder::run_on_readable`]: crate::Builder::run_on_readable
-    #[cfg(unix)]
     pub(crate) trigger: Option<crate::trigger::Trigger>,
     pub(crate) counters: Counters,
 }
@@ -97,7 +96,7 @@ impl Core {
         config: Config,
         name: Option<Arc<str>>,
         runner: Runner,
-        #[cfg(unix)] trigger: Option<crate::trigger::Trigger>,
+        trigger: Option<crate::trigger::Trigger>,
     ) -> Arc<Core> {
         Arc::new(Core {
             config,
@@ -115,7 +114,6 @@ impl Core {
                 true => crate::Next::Tick,
                 false => crate::Next::At(Instant::now()),
             }),
-            #[cfg(unix)]
             trigger,
             counters: Counters::default(),
         })
@@ -247,13 +245,7 @@ pub(crate) mod loom_support {
             strategy: Strategy::PumpEvaluated,
             first_at_a_tick: true,
         };
-        Core::new(
-            config,
-            None,
-            Runner::here(|| crate::Next::Tick),
-            #[cfg(unix)]
-            None,
-        )
+        Core::new(config, None, Runner::here(|| crate::Next::Tick), None)
     }
 
     /// How a test entry ended: evaluated (its check ran) or woken as abandoned.

@@ -65,11 +65,8 @@ impl<'a> Wakeups<'a> {
     ) -> Result<Wakeups<'a>, Error> {
         // Armed for real before the first sleep, from what the loop said last.
         let timer = Timer::never();
-        // `run_on_readable` (Unix only) or the loop's own set.
-        #[cfg(unix)]
+        // `run_on_readable`, or the loop's own set.
         let trigger = core.trigger.as_ref().or(own_trigger);
-        #[cfg(windows)]
-        let trigger = own_trigger;
         Ok(Wakeups {
             core,
             timer,

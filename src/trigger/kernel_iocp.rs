@@ -8,7 +8,8 @@
 use std::io;
 use std::num::NonZeroUsize;
 use std::os::windows::io::{BorrowedSocket, RawSocket};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
@@ -28,6 +29,8 @@ pub(crate) struct Port {
     /// The buffer of the one thread that waits on the port at a time.
     events: Mutex<Events>,
     found: Mutex<Found_>,
+    /// Signalled when a run took the reports, and at a stop (see [`Port::sleep_while`]).
+    taken: Condvar,
 }
 
 /// Reports fetched by [`Port::sleep`] that no run took yet, and who waits for them.
@@ -50,6 +53,7 @@ impl Outer {
                 NonZeroUsize::new(1024).expect("not zero"),
             )),
             found: Mutex::default(),
+            taken: Condvar::new(),
         });
         Ok((Outer(port.clone()), Instance(port)))
     }
@@ -112,6 +116,9 @@ impl Instance {
     pub(super) fn wait(&self, _capacity: usize, mut found: impl FnMut(u64, Found)) {
         let port = &self.0;
         let mut reports = std::mem::take(&mut lock(&port.found).reports);
+        if !reports.is_empty() {
+            port.taken.notify_all();
+        }
         if let Ok(mut events) = port.events.try_lock() {
             events.clear();
             // Failing here only means nothing more is handed this run; what is ready stays so.
@@ -175,6 +182,34 @@ impl Port {
             return Poll::Pending;
         }
         Poll::Ready(())
+    }
+
+    /// What the thread of [`run_on_readable`](crate::Builder::run_on_readable) does until
+    /// `stop`: sleeps on the port, and once it found reports, waits until a run took them
+    /// before it sleeps again (level-triggered: what is still ready is found again then).
+    pub(crate) fn sleep_while(&self, stop: &AtomicBool) {
+        loop {
+            {
+                let mut found = lock(&self.found);
+                while !found.reports.is_empty() && !stop.load(Ordering::SeqCst) {
+                    found = self
+                        .taken
+                        .wait(found)
+                        .unwrap_or_else(PoisonError::into_inner);
+                }
+            }
+            if stop.load(Ordering::SeqCst) {
+                return;
+            }
+            self.sleep();
+        }
+    }
+
+    /// Ends [`sleep_while`](Port::sleep_while) once `stop` is set.
+    pub(crate) fn wake_to_stop(&self) {
+        self.notify();
+        let _found = lock(&self.found);
+        self.taken.notify_all();
     }
 
     /// Whether a sleep found reports that no run took yet.

@@ -29,11 +29,11 @@ mod fd;
 mod windows;
 
 #[cfg(unix)]
-pub(crate) use fd::{Trigger, TriggerFd, Watch};
+pub(crate) use fd::{Trigger, TriggerFd, TriggerFd as TriggerSource, Watch};
 pub use ready::{Interest, RawDescriptor, Ready};
 pub use set::Descriptors;
 #[cfg(windows)]
-pub(crate) use windows::{Trigger, Watch};
+pub(crate) use windows::{Trigger, TriggerSet as TriggerSource, Watch};
 
 use std::future::Future;
 

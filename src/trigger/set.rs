@@ -54,12 +54,12 @@ use super::ready::{Interest, RawDescriptor, Ready};
 /// ([`run_on_readable`](crate::Builder::run_on_readable)) and a loop on its own thread alike.
 ///
 /// On Windows it holds sockets ([`RawDescriptor`](crate::RawDescriptor) is a `RawSocket`, as
-/// libcurl's `curl_socket_t` is) on an I/O completion port, which no reactor can watch: the set
-/// serves a loop on its own thread ([`Setup::descriptors`](crate::Setup::descriptors)), whose
-/// thread sleeps on the port itself, and `run_on_readable` does not exist there. What that
-/// thread found ready goes to the next run's [`Run::ready`](crate::Run::ready); call
-/// [`ready`](Descriptors::ready) on that thread (from another, while the loop's thread
-/// sleeps, it hands only what the last sleep found).
+/// libcurl's `curl_socket_t` is) on an I/O completion port, which no reactor can watch: a loop
+/// on its own thread ([`Setup::descriptors`](crate::Setup::descriptors)) sleeps on the port
+/// itself, and for a set given to [`run_on_readable`](crate::Builder::run_on_readable) the pump
+/// keeps a thread that does. What the sleep found is handed by the next call of
+/// [`ready`](Descriptors::ready) (with what the port has ready then); call it from the loop
+/// (`run_once`), as the examples do.
 ///
 /// # Examples
 ///

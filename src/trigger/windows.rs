@@ -1,6 +1,8 @@
-//! What wakes a pump for its loop's set on Windows, where the set has no descriptor a reactor can
-//! watch: the loop's own thread sleeps on the set's completion port, and the driver on that thread
-//! finds there what the sleep found ready.
+//! What wakes a pump for a descriptor set on Windows, where the set has no descriptor a reactor
+//! can watch: a loop's own thread sleeps on the set's completion port, and the driver on that
+//! thread finds there what the sleep found ready; for a set given to
+//! [`run_on_readable`](crate::Builder::run_on_readable), a thread of the pump's sleeps on the port
+//! and wakes the driver wherever it runs.
 
 use std::fmt;
 use std::future::{poll_fn, Future};
@@ -9,13 +11,66 @@ use std::pin::pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
+use std::thread::JoinHandle;
 
 use super::kernel::Port;
 use super::Descriptors;
+use crate::Error;
 
-/// The readiness of a loop's set, for the driver on the loop's thread.
+/// The readiness of a set, for the pump's driver.
 pub(crate) struct Trigger {
     port: Arc<Port>,
+    /// The thread that sleeps on the port (a set given to `run_on_readable`); none for a loop's
+    /// own set, whose thread sleeps there itself ([`block_on`]).
+    _sleeper: Option<Sleeper>,
+}
+
+/// The thread of a `run_on_readable` set, stopped and joined when the pump drops its trigger.
+struct Sleeper {
+    stop: Arc<AtomicBool>,
+    port: Arc<Port>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Drop for Sleeper {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // It sleeps on the port or waits for a run to take reports: both end now.
+        self.port.wake_to_stop();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// What [`run_on_readable`](crate::Builder::run_on_readable) keeps on Windows: the set.
+#[derive(Debug, Clone)]
+pub(crate) struct TriggerSet(Descriptors);
+
+impl TriggerSet {
+    pub(crate) fn new(set: &Descriptors) -> TriggerSet {
+        TriggerSet(set.clone())
+    }
+
+    /// A trigger for one pump, with its thread sleeping on the set's port. (`tokio`: no
+    /// reactor can watch a port, so there is nothing to hand tokio.)
+    pub(crate) fn register(&self, _tokio: bool) -> Result<Trigger, Error> {
+        let port = self.0.port();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (sleeps, stopped) = (port.clone(), stop.clone());
+        let thread = std::thread::Builder::new()
+            .name("ffi-pump-set".into())
+            .spawn(move || sleeps.sleep_while(&stopped))
+            .map_err(|err| Error::Trigger(err.kind()))?;
+        Ok(Trigger {
+            port: port.clone(),
+            _sleeper: Some(Sleeper {
+                stop,
+                port: port.clone(),
+                thread: Some(thread),
+            }),
+        })
+    }
 }
 
 impl fmt::Debug for Trigger {
@@ -26,7 +81,10 @@ impl fmt::Debug for Trigger {
 
 impl Trigger {
     pub(crate) fn of(set: &Descriptors) -> Trigger {
-        Trigger { port: set.port() }
+        Trigger {
+            port: set.port(),
+            _sleeper: None,
+        }
     }
 
     /// The driver's wait for readiness.
