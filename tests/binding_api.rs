@@ -896,6 +896,43 @@ mod set {
             .await;
         });
     }
+
+    /// As above, with the library never unwatching (its part broken, as a library that closes
+    /// a connection and forgets its watch would): the set sees, when the file is next reported,
+    /// that the number no longer names it, hands nothing for it, lets the registration go (as if
+    /// unwatched) and moves off the leftover — no spin, nothing handed.
+    #[test]
+    fn a_descriptor_closed_while_watched_and_never_unwatched_is_let_go_of_without_a_spin() {
+        let _alone = alone();
+        const WINDOW: Duration = Duration::from_millis(300);
+        async_io::block_on(async {
+            let (socket, mut peer) = pair();
+            let _duplicate = socket.try_clone().expect("dup");
+            let reported = Arc::new(AtomicU64::new(0));
+            let counted = reported.clone();
+            let (pump, library, _runs) = library_pump(
+                socket,
+                |set, fd| set.watch(fd, Interest::READABLE, 1),
+                move |_, seen| drop(counted.fetch_add(seen.len() as u64, SeqCst)),
+            );
+            peer.write_all(b"pending").expect("write");
+            let seen = reported.clone();
+            eventually("the pending data is reported", || seen.load(SeqCst) >= 1).await;
+            let (placeholder, _placeholder_peer) = pair();
+            let close = move |library: &mut Library| {
+                drop(std::mem::replace(&mut library.socket, placeholder));
+            };
+            within("a call", library.call(close)).await.expect("closed");
+            let (rounds, reports) = (pump.stats().rounds, reported.load(SeqCst));
+            async_io::Timer::after(WINDOW).await;
+            let spun = pump.stats().rounds - rounds;
+            assert!(spun < 50, "{spun} runs in {WINDOW:?} after the close");
+            let again = reported.load(SeqCst) - reports;
+            assert_eq!(again, 0, "handed after the library closed it");
+            let left = within("a call", library.call(|library| library.set.len())).await;
+            assert_eq!(left, Ok(0), "the set let go of the closed registration");
+        });
+    }
 }
 
 // --- The set at its edges: closed and reused numbers, bad numbers ------------------------------
@@ -939,6 +976,65 @@ mod set_edges {
              adopted the new one numbered {number})"
         );
         assert!(set.is_empty());
+    }
+
+    /// A watched socket closed without an unwatch (its file kept open by a duplicate, data
+    /// pending), its number taken by a new socket. `after_a_look`: the set is asked what is ready
+    /// before the library watches the new socket, else after. Either way the old file is never
+    /// handed out, the old registration is let go of, and the new socket, watched under the
+    /// number, is handed under its own token only. `None`: the new socket took another number.
+    fn reused_without_an_unwatch(after_a_look: bool) -> Option<Vec<Vec<u64>>> {
+        let set = Descriptors::new().expect("a set");
+        let (socket, mut peer) = UnixStream::pair().expect("socket pair");
+        let number = socket.as_raw_fd();
+        set.watch(number, Interest::READABLE, 1).expect("watch");
+        let _duplicate = socket.try_clone().expect("dup");
+        peer.write_all(b"pending").expect("write");
+        drop(socket); // closed, never unwatched
+        let (new, mut new_peer) = UnixStream::pair().expect("socket pair");
+        if new.as_raw_fd() != number {
+            eprintln!(
+                "skipped: the new socket took {}, not {number}",
+                new.as_raw_fd()
+            );
+            return None;
+        }
+        new_peer.write_all(b"unrelated").expect("write");
+        let tokens =
+            |set: &Descriptors| -> Vec<u64> { set.ready().iter().map(|r| r.token()).collect() };
+        let mut seen = Vec::new();
+        if after_a_look {
+            seen.extend((0..3).map(|_| tokens(&set)));
+            assert!(set.is_empty(), "the closed registration is let go of");
+        }
+        set.watch(number, Interest::READABLE, 2)
+            .expect("the new socket, under the number");
+        seen.extend((0..3).map(|_| tokens(&set)));
+        assert_eq!(
+            set.len(),
+            1,
+            "only the new registration: {:?}",
+            set.watched()
+        );
+        Some(seen)
+    }
+
+    #[test]
+    fn a_closed_number_taken_by_a_new_socket_without_an_unwatch_hands_only_the_new_one() {
+        let _alone = alone();
+        for after_a_look in [true, false] {
+            let Some(seen) = reused_without_an_unwatch(after_a_look) else {
+                continue;
+            };
+            let expected: Vec<Vec<u64>> = match after_a_look {
+                true => vec![vec![], vec![], vec![], vec![2], vec![2], vec![2]],
+                false => vec![vec![2], vec![2], vec![2]],
+            };
+            assert_eq!(
+                seen, expected,
+                "ready() tokens, call by call (look first: {after_a_look})"
+            );
+        }
     }
 
     /// `unwatch` of a registration whose descriptor the library closed (what replaces `forget`)

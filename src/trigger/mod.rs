@@ -25,6 +25,8 @@ mod tokio;
 
 #[cfg(unix)]
 mod fd;
+#[cfg(unix)]
+mod file_id;
 #[cfg(windows)]
 mod windows;
 

@@ -37,14 +37,14 @@ use super::ready::{Interest, RawDescriptor, Ready};
 ///
 /// Descriptors are watched by number, as C libraries hand them out, and the set never closes
 /// them. A library unwatches a descriptor before it closes it, as libcurl
-/// (`CURL_POLL_REMOVE`), D-Bus (`remove_watch`), GLib (`g_source_remove_unix_fd`) and libusb do;
-/// the set carries the rest. If a library closes first while a duplicate of the descriptor
-/// stays open elsewhere (a forked child), the kernel goes on reporting the old file: until the
-/// library unwatches it, the registration is handed as ready (as `poll()` hands `POLLNVAL` for
-/// a closed descriptor, run after run); once unwatched, the set moves its registrations to a new
-/// epoll instance at the next report, so the leftover is reported at most once more and the
-/// pump does not spin. A new file that takes the closed number meanwhile is watched only when
-/// the library watches it.
+/// (`CURL_POLL_REMOVE`), D-Bus (`remove_watch`), GLib (`g_source_remove_unix_fd`) and libusb do.
+/// The set carries the rest, also for a library that closes first, or never unwatches: while a
+/// duplicate of the descriptor stays open elsewhere (a forked child), the kernel goes on
+/// reporting the old file, and on Unix the set looks at each report whether the number still
+/// names the file it watched (one `fstat`). If not — closed, or taken by a new file — nothing is
+/// handed for it, its registrations are let go of as if unwatched, and the set moves the others
+/// to a new kernel instance, leaving the old file behind: the pump does not spin, and a new file
+/// under the number is watched only when the library watches it (then as the new file).
 ///
 /// # Platforms
 ///
@@ -134,6 +134,24 @@ struct Watched {
     /// What the kernel entry asks for: every registration's interest together, none if there is
     /// no entry.
     asked: Interest,
+    /// The file the number named when it was handed to the kernel.
+    #[cfg(unix)]
+    file: Option<super::file_id::FileId>,
+}
+
+impl Watched {
+    /// Whether `fd` still names the file this entry watches: a report for a number the library
+    /// closed without unwatching (its file kept open by a duplicate elsewhere), or that names
+    /// another file by now, is not the library's descriptor's.
+    fn names_its_file(&self, fd: RawDescriptor) -> bool {
+        #[cfg(unix)]
+        return self.file.is_none() || super::file_id::FileId::of(fd) == self.file;
+        #[cfg(windows)]
+        {
+            let _ = fd;
+            true
+        }
+    }
 }
 
 impl fmt::Debug for Descriptors {
@@ -265,6 +283,18 @@ impl Descriptors {
         force: bool,
     ) -> io::Result<()> {
         check(fd)?;
+        // The number was closed and names a new file: what was watched under it is gone (the
+        // library closed without unwatching), and the new file is watched as new.
+        #[cfg(unix)]
+        if table
+            .fds
+            .get(&fd)
+            .is_some_and(|watched| !watched.names_its_file(fd))
+        {
+            table.let_go(fd);
+            // Failing, the old file's leftover is moved out at its next report.
+            let _ = self.move_to_new_instance(table);
+        }
         let moved_from = match table.tokens.get(&token) {
             Some(old) if old.fd != fd => Some(old.fd),
             _ => None,
@@ -468,17 +498,27 @@ impl Descriptors {
         let mut table = self.table();
         let capacity = table.fds.len().clamp(1, 4096);
         let mut leftover = false;
+        let mut closed = Vec::new();
         table.instance.wait(capacity, |key, found| {
             let Some(&fd) = table.keys.get(&key) else {
                 leftover = true;
                 return;
             };
-            for token in &table.fds[&fd].tokens {
+            let watched = &table.fds[&fd];
+            if !watched.names_its_file(fd) {
+                closed.push(fd);
+                return;
+            }
+            for token in &watched.tokens {
                 if let Some(found) = found.for_interest(table.tokens[token].interest) {
                     ready.push(Ready::new(*token, fd, found));
                 }
             }
         });
+        for fd in closed {
+            table.let_go(fd);
+            leftover = true;
+        }
         #[cfg(windows)]
         let _ = leftover;
         // On Windows a socket's registration goes with its handle: a leftover is a report fetched
@@ -562,8 +602,15 @@ impl Descriptors {
                 key,
                 tokens: Vec::new(),
                 asked,
+                #[cfg(unix)]
+                file: None,
             }
         });
+        // The file the kernel watches from now on, for `names_its_file`.
+        #[cfg(unix)]
+        if !asked.is_empty() && (before.is_empty() || force) {
+            watched.file = super::file_id::FileId::of(fd);
+        }
         watched.asked = asked;
         Ok(())
     }
@@ -578,6 +625,18 @@ impl Descriptors {
 }
 
 impl Table {
+    /// Forgets `fd` and every registration on it, as if each was unwatched, without asking the
+    /// kernel: its number no longer names the file watched (the move to a new instance leaves
+    /// that file behind).
+    fn let_go(&mut self, fd: RawDescriptor) {
+        if let Some(watched) = self.fds.remove(&fd) {
+            self.keys.remove(&watched.key);
+            for token in watched.tokens {
+                self.tokens.remove(&token);
+            }
+        }
+    }
+
     /// What the registrations on `fd` ask for together, with `token`'s interest replaced
     /// (`None`: left out).
     fn asked_with(&self, fd: RawDescriptor, token: u64, interest: Option<Interest>) -> Interest {
