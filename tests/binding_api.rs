@@ -913,7 +913,9 @@ mod set {
             let (pump, library, _runs) = library_pump(
                 socket,
                 |set, fd| set.watch(fd, Interest::READABLE, 1),
-                move |_, seen| drop(counted.fetch_add(seen.len() as u64, SeqCst)),
+                move |_, seen| {
+                    counted.fetch_add(seen.len() as u64, SeqCst);
+                },
             );
             peer.write_all(b"pending").expect("write");
             let seen = reported.clone();
@@ -942,21 +944,23 @@ mod set_edges {
     use super::*;
     use ffi_pump::{Descriptors, Interest};
     use std::io::Write;
-    use std::os::fd::{AsFd, AsRawFd};
+    use std::os::fd::{AsFd, AsRawFd, RawFd};
     use std::os::unix::net::UnixStream;
 
     /// `Descriptors` docs ("The library's part"): a descriptor closed before it was unwatched,
     /// its file open elsewhere, is reported at most once after the unwatch. Its number taken by
     /// a new file meanwhile, the set must neither adopt that file (seen with a one-shot re-arm
     /// by number: the new file reported for ever under the old token) nor keep the old one.
-    #[test]
-    fn a_closed_watched_number_taken_by_a_new_file_is_not_adopted_by_the_set() {
-        let _alone = alone();
+    /// A set watching a socket under token 1; the socket closed without an unwatch while a
+    /// duplicate keeps its file open with data pending; a new socket, with data of its own, that
+    /// took its number. The set, the number, and what must stay open (the duplicate, the new
+    /// socket, its peer); `None` if the new socket took another number.
+    fn closed_and_reused() -> Option<(Descriptors, RawFd, [UnixStream; 3])> {
         let set = Descriptors::new().expect("a set");
         let (socket, mut peer) = UnixStream::pair().expect("socket pair");
         let number = socket.as_raw_fd();
         set.watch(number, Interest::READABLE, 1).expect("watch");
-        let _duplicate = socket.try_clone().expect("dup");
+        let duplicate = socket.try_clone().expect("dup");
         peer.write_all(b"pending").expect("write");
         drop(socket); // closed without unwatching
         let (new, mut new_peer) = UnixStream::pair().expect("socket pair");
@@ -965,9 +969,18 @@ mod set_edges {
                 "skipped: the new socket took {}, not {number}",
                 new.as_raw_fd()
             );
-            return;
+            return None;
         }
         new_peer.write_all(b"unrelated").expect("write");
+        Some((set, number, [duplicate, new, new_peer]))
+    }
+
+    #[test]
+    fn a_closed_watched_number_taken_by_a_new_file_is_not_adopted_by_the_set() {
+        let _alone = alone();
+        let Some((set, number, _open)) = closed_and_reused() else {
+            return;
+        };
         set.unwatch(1).expect("unwatch after the close");
         let reports: usize = (0..5).map(|_| set.ready().len()).sum();
         assert!(
@@ -978,28 +991,12 @@ mod set_edges {
         assert!(set.is_empty());
     }
 
-    /// A watched socket closed without an unwatch (its file kept open by a duplicate, data
-    /// pending), its number taken by a new socket. `after_a_look`: the set is asked what is ready
+    /// [`closed_and_reused`], never unwatched. `after_a_look`: the set is asked what is ready
     /// before the library watches the new socket, else after. Either way the old file is never
     /// handed out, the old registration is let go of, and the new socket, watched under the
     /// number, is handed under its own token only. `None`: the new socket took another number.
     fn reused_without_an_unwatch(after_a_look: bool) -> Option<Vec<Vec<u64>>> {
-        let set = Descriptors::new().expect("a set");
-        let (socket, mut peer) = UnixStream::pair().expect("socket pair");
-        let number = socket.as_raw_fd();
-        set.watch(number, Interest::READABLE, 1).expect("watch");
-        let _duplicate = socket.try_clone().expect("dup");
-        peer.write_all(b"pending").expect("write");
-        drop(socket); // closed, never unwatched
-        let (new, mut new_peer) = UnixStream::pair().expect("socket pair");
-        if new.as_raw_fd() != number {
-            eprintln!(
-                "skipped: the new socket took {}, not {number}",
-                new.as_raw_fd()
-            );
-            return None;
-        }
-        new_peer.write_all(b"unrelated").expect("write");
+        let (set, number, _open) = closed_and_reused()?;
         let tokens =
             |set: &Descriptors| -> Vec<u64> { set.ready().iter().map(|r| r.token()).collect() };
         let mut seen = Vec::new();
