@@ -160,14 +160,20 @@ pub fn bytes_per_waiter(cells: &[Cell], approach: &str) -> Option<f64> {
 type Panel = (&'static str, f64, fn(&Cell) -> f64, bool);
 
 /// One color per approach, in [`Approach::ALL`](crate::peers::Approach::ALL) order.
-const COLORS: [&str; 13] = [
+const COLORS: [&str; 18] = [
     "#d62728", "#ff7f0e", "#bcbd22", "#9467bd", "#8c564b", "#1f77b4", "#17becf", "#2ca02c",
-    "#e377c2", "#7f7f7f", "#aec7e8", "#98df8a", "#000000",
+    "#e377c2", "#7f7f7f", "#aec7e8", "#98df8a", "#000000", "#ff9896", "#c5b0d5", "#8c6d31",
+    "#393b79", "#637939",
 ];
+
+/// Where the legend's first row is written, below both panels and their axis labels.
+const LEGEND_TOP: f64 = 402.0;
 
 /// An SVG with two panels against N (log scale): e2e latency p99 (log scale) and CPU cores.
 pub fn plot_svg(cells: &[Cell], approaches: &[&str]) -> String {
-    let (width, height) = (1000.0, 450.0);
+    // Tall enough for every row of the legend (five approaches a row).
+    let legend_rows = approaches.len().div_ceil(5) as f64;
+    let (width, height) = (1000.0, LEGEND_TOP + 20.0 * legend_rows);
     let mut svg = String::new();
     let _ = writeln!(
         svg,
@@ -278,7 +284,7 @@ pub fn plot_svg(cells: &[Cell], approaches: &[&str]) -> String {
     for (i, approach) in approaches.iter().enumerate() {
         let (row, column) = (i / 5, i % 5);
         let lx = 40.0 + (column as f64) * 190.0;
-        let ly = height - 48.0 + (row as f64) * 20.0;
+        let ly = LEGEND_TOP + (row as f64) * 20.0;
         let color = COLORS[i % COLORS.len()];
         let _ = writeln!(
             svg,
