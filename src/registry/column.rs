@@ -98,26 +98,25 @@ impl<E: Evaluate> Typed<E> {
         entry
     }
 
-    /// The pass's inner step: most entries are not finished, so that path stays in the loop
-    /// and the rest is out of line.
+    /// The pass's loop over the keys `from..to` of one announced block: the slots walked in
+    /// place (no index check per entry), the finished ones taken out of line.
     #[inline(always)]
-    fn evaluate_one(&mut self, key: usize, look_for_mark: bool, pass: &mut Pass<'_>) {
-        let Some(entry) = &mut self.entries[key] else {
-            return;
-        };
-        if let Some(finished) = entry.evaluate(look_for_mark) {
-            self.take_finished(key, finished, pass);
+    fn evaluate_block(&mut self, from: usize, to: usize, look_for_mark: bool, pass: &mut Pass<'_>) {
+        let Typed {
+            entries,
+            free,
+            len,
+            removed,
+            ..
+        } = self;
+        for (slot, key) in entries[from..to].iter_mut().zip(from..) {
+            let Some(entry) = slot else {
+                continue;
+            };
+            if let Some(finished) = entry.evaluate(look_for_mark) {
+                retire(slot, key, free, len, removed, finished, pass);
+            }
         }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn take_finished(&mut self, key: usize, finished: Finished, pass: &mut Pass<'_>) {
-        let Finished { waker, marked } = finished;
-        let entry = self.remove(key);
-        self.removed.extend(entry);
-        pass.woken.extend(waker);
-        pass.unmarked += usize::from(marked);
     }
 
     /// Gives back the memory of a past burst of waits once none is left.
@@ -152,22 +151,28 @@ impl<E: Evaluate> Column for Typed<E> {
         }
         let left = self.left.min(size);
         let start = self.cursor % size;
-        // In key order from `start`, wrapping at most once; blocks are announced as they are
-        // entered.
-        let keys = (start..size).chain(0..start).take(left);
-        let mut look_for_marks = false;
-        for (step, key) in keys.enumerate() {
-            if step % CLOCK_STRIDE == CLOCK_STRIDE - 1
-                && pass.deadline.is_some_and(|d| Instant::now() >= d)
-            {
-                self.cursor = key;
-                self.left = left - step;
-                return false;
+        // In key order from `start`, wrapping at most once, a block at a time: each block is
+        // announced as it is entered, and the clock looked at every `CLOCK_STRIDE` entries.
+        let first = (size - start).min(left);
+        let mut step = 0;
+        let mut next_look = CLOCK_STRIDE;
+        for (from, count) in [(start, first), (0, left - first)] {
+            let (mut key, end) = (from, from + count);
+            while key < end {
+                if step >= next_look {
+                    if pass.deadline.is_some_and(|d| Instant::now() >= d) {
+                        self.cursor = key;
+                        self.left = left - step;
+                        return false;
+                    }
+                    next_look = step + CLOCK_STRIDE;
+                }
+                let block_end = ((key / super::BLOCK + 1) * super::BLOCK).min(end);
+                let look_for_marks = pass.announce(Place::new(self.index, key).block());
+                self.evaluate_block(key, block_end, look_for_marks, pass);
+                step += block_end - key;
+                key = block_end;
             }
-            if step == 0 || key % super::BLOCK == 0 {
-                look_for_marks = pass.announce(Place::new(self.index, key).block());
-            }
-            self.evaluate_one(key, look_for_marks, pass);
         }
         self.cursor = (start + left) % size;
         self.left = 0;
@@ -176,7 +181,7 @@ impl<E: Evaluate> Column for Typed<E> {
 
     fn evaluate_key(&mut self, key: usize, pass: &mut Pass<'_>) {
         let look_for_mark = pass.look_for_marks;
-        self.evaluate_one(key, look_for_mark, pass);
+        self.evaluate_block(key, key + 1, look_for_mark, pass);
     }
 
     fn sweep(&mut self) -> usize {
@@ -211,4 +216,27 @@ impl<E: Evaluate> Column for Typed<E> {
     fn as_any(&mut self) -> &mut dyn Any {
         self
     }
+}
+
+/// Takes the finished entry in `slot` (key `key`) out of its column, for its drop once no lock
+/// is held, and hands its waker to the pass.
+#[cold]
+#[inline(never)]
+fn retire<E>(
+    slot: &mut Option<E>,
+    key: usize,
+    free: &mut Vec<usize>,
+    len: &mut usize,
+    removed: &mut Vec<E>,
+    finished: Finished,
+    pass: &mut Pass<'_>,
+) {
+    if let Some(entry) = slot.take() {
+        free.push(key);
+        *len -= 1;
+        removed.push(entry);
+    }
+    let Finished { waker, marked } = finished;
+    pass.woken.extend(waker);
+    pass.unmarked += usize::from(marked);
 }
