@@ -59,11 +59,8 @@ pub(crate) struct Finished {
     pub(crate) marked: bool,
 }
 
-/// An entry not yet in its column, whatever its type: what a new wait holds until it registers.
+/// An entry among the arrivals, not yet in its column, whatever its type.
 pub(crate) trait Arrival: Send {
-    /// [`Evaluate::evaluate`].
-    fn evaluate(&mut self, look_for_mark: bool) -> Option<Finished>;
-
     /// Moves the entry into the column of its type.
     fn admit(self: Box<Self>, slab: &mut Slab) -> Place;
 
@@ -72,10 +69,6 @@ pub(crate) trait Arrival: Send {
 }
 
 impl<E: Evaluate> Arrival for E {
-    fn evaluate(&mut self, look_for_mark: bool) -> Option<Finished> {
-        Evaluate::evaluate(self, look_for_mark)
-    }
-
     fn admit(self: Box<Self>, slab: &mut Slab) -> Place {
         slab.insert(*self)
     }
@@ -85,7 +78,7 @@ impl<E: Evaluate> Arrival for E {
     }
 }
 
-/// A wait's entry before it is registered.
+/// A wait's entry among the arrivals (it registered while the loop lock was busy).
 pub(crate) type Entry = Box<dyn Arrival>;
 
 /// Entries taken out of the registry, a batch per column, to be dropped by the caller once no
@@ -331,12 +324,12 @@ impl Registry {
 
     /// Registers an entry that was just evaluated under the loop lock, which the caller still
     /// holds: nobody evaluates the slab meanwhile, so this does not wait.
-    pub(crate) fn insert_evaluated(&self, entry: Entry) -> Result<(), Entry> {
+    pub(crate) fn insert_evaluated<E: Evaluate>(&self, entry: E) -> Result<(), E> {
         let incoming = lock(&self.incoming);
         if incoming.closed {
             return Err(entry);
         }
-        entry.admit(&mut lock(&self.slab));
+        lock(&self.slab).insert(entry);
         Ok(())
     }
 

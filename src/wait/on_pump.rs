@@ -2,7 +2,6 @@
 //! after each run of the loop, waking the wait only once it succeeded.
 
 use std::any::Any;
-use std::marker::PhantomData;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
@@ -10,8 +9,9 @@ use std::task::{Context, Poll, Waker};
 use super::{Check, Pending, Wait};
 use crate::core::{evaluate_arrivals, Core, LoopGuard};
 use crate::reentry;
-use crate::registry::{Entry, Evaluate, Finished, Mark};
+use crate::registry::{Evaluate, Finished, Mark};
 use crate::sync::{lock, Mutex};
+use crate::unwind::drop_caught;
 use crate::Error;
 
 enum Outcome<T> {
@@ -87,9 +87,10 @@ where
     }
 }
 
-enum State {
-    /// Not polled yet: not in the registry, not pending.
-    New(Entry),
+enum State<E> {
+    /// Not polled yet: not in the registry, not pending. Unboxed: it is boxed only if it has to
+    /// wait in the registry's arrivals (the loop lock busy), else it goes into its column as is.
+    New(E),
     /// In the registry, counted pending.
     Registered { _pending: Pending },
     /// Finished (its first check succeeded, it ended, or it gave up).
@@ -100,9 +101,16 @@ enum State {
 pub(crate) struct OnPump<C, T> {
     core: Arc<Core>,
     node: Arc<Node<T>>,
-    state: State,
-    _check: PhantomData<fn(C)>,
+    state: State<CheckEntry<C, T>>,
+    /// [`OnPump::register`], taken where the check's bounds are known, so the wait's other code
+    /// needs none.
+    register: Register<C, T>,
 }
+
+type Register<C, T> = fn(&mut OnPump<C, T>, CheckEntry<C, T>, &Waker) -> Result<(), Error>;
+
+// The entry is moved in and out whole, never pinned in place: the wait moves freely.
+impl<C, T> Unpin for OnPump<C, T> {}
 
 impl<C, T> OnPump<C, T>
 where
@@ -114,24 +122,28 @@ where
             mark: Mark::new(),
             outcome: Mutex::new(Outcome::Waiting(None)),
         });
-        let entry: Entry = Box::new(CheckEntry {
+        let entry = CheckEntry {
             node: node.clone(),
             check,
-        });
+        };
         OnPump {
             core,
             node,
             state: State::New(entry),
-            _check: PhantomData,
+            register: Self::register,
         }
     }
 }
 
-impl<C, T> OnPump<C, T> {
+impl<C, T> OnPump<C, T>
+where
+    C: Check<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
     /// First poll: the check runs at once if the loop lock is free (the fast path); if that fails
     /// the entry joins the registry for the pump to evaluate after each run. If the lock is busy,
     /// it joins as not yet evaluated, and the lock's holder evaluates it on letting go.
-    fn register(&mut self, mut entry: Entry, waker: &Waker) -> Result<(), Error> {
+    fn register(&mut self, mut entry: CheckEntry<C, T>, waker: &Waker) -> Result<(), Error> {
         self.core.may_wait()?;
         *lock(&self.node.outcome) = Outcome::Waiting(Some(waker.clone()));
         let guard = LoopGuard::try_new(&self.core);
@@ -144,10 +156,22 @@ impl<C, T> OnPump<C, T> {
         }
         // Counted before the pump can see it, so a pump going idle never sweeps it.
         let pending = Pending::count(&self.core);
-        let inserted = match &guard {
-            // Still held, so no run slips between this check and the pump's next evaluation.
-            Some(_) => self.core.registry.insert_evaluated(entry),
-            None => self.core.registry.insert(entry),
+        let refused = match &guard {
+            // Still held, so no run slips between this check and the pump's next evaluation; the
+            // entry goes into its column as it is.
+            Some(_) => self
+                .core
+                .registry
+                .insert_evaluated(entry)
+                .err()
+                .map(drop_caught),
+            // Boxed to wait among the arrivals, whatever its type.
+            None => self
+                .core
+                .registry
+                .insert(Box::new(entry))
+                .err()
+                .map(drop_caught),
         };
         self.state = State::Registered { _pending: pending };
         match guard {
@@ -156,13 +180,14 @@ impl<C, T> OnPump<C, T> {
             // The holder may have let go before the entry arrived.
             None => evaluate_arrivals(&self.core),
         }
-        if let Err(refused) = inserted {
-            crate::unwind::drop_caught(refused);
+        if refused.is_some() {
             return Err(self.core.status().err().unwrap_or(Error::Closed));
         }
         Ok(())
     }
+}
 
+impl<C, T> OnPump<C, T> {
     /// Gives up (timed out, dropped, or its registration failed): the check is never called
     /// again once this returns (a run of it in progress on the pump finishes first, a matter of
     /// the few checks of its block); the pump drops the entry when it next meets it.
@@ -183,7 +208,7 @@ impl<C, T> Wait for OnPump<C, T> {
             let State::New(entry) = std::mem::replace(&mut self.state, State::Done) else {
                 unreachable!("matched above")
             };
-            if let Err(err) = self.register(entry, cx.waker()) {
+            if let Err(err) = (self.register)(self, entry, cx.waker()) {
                 self.give_up();
                 return Poll::Ready(Err(err));
             }
