@@ -53,8 +53,9 @@
 //! - Libraries that report what finished complete keys in a [`Completions`] table from
 //!   `run_once`; [`Pump::wait_key`] wakes on exactly its key, with no per-wait check at all.
 //! - Besides its timer, the pump turns on [`Pump::kick`], on readiness of the library's
-//!   descriptor ([`Builder::run_on_readable`], unix; on tokio, `Builder::tokio_readiness` lets
-//!   tokio's reactor watch it) and at the deadlines `run_once` reports
+//!   descriptor ([`Builder::run_on_readable`]: any descriptor on Unix, a [`Descriptors`] set on
+//!   Windows; on tokio, `Builder::tokio_readiness` lets tokio's reactor watch it) and at the
+//!   deadlines `run_once` reports
 //!   (`run_once` returns them: [`Builder::build`], [`Next`]).
 //! - No wait pending: the timers stop (see "Idle" below). The first wait restarts them.
 //! - [`Pump::close`], dropping the last [`Pump`], or dropping the driver ends every wait with
