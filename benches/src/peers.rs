@@ -71,6 +71,11 @@ pub enum Approach {
     ///    whose check holds and wakes them; a wait checks once under that mutex before it
     ///    registers. What ffi-pump's default strategy must at least match.
     SimpleRegistry,
+    /// 6. [`Approach::SimpleRegistry`] as the cost issue (#24) draws it: its rounds turned by an
+    ///    async-io `Timer` every 1 ms and guarded by an async mutex taken with `try_lock`, the
+    ///    parts the pump's shape fixes. On tokio, async-io's timer fires on async-io's own thread,
+    ///    which then wakes a worker: the price of the shape, which tokio's interval does not pay.
+    SimpleRegistryAsyncIo,
     /// 5. ffi-pump's default (pump-evaluated) with its timer off and a tokio task calling
     ///    `turn()` every 1 ms instead (tokio's interval): the pump on the simple registry's
     ///    timer, so the two differ only in how they keep and evaluate the waits.
@@ -79,7 +84,7 @@ pub enum Approach {
 
 impl Approach {
     /// Every approach, in table order.
-    pub const ALL: [Approach; 17] = [
+    pub const ALL: [Approach; 18] = [
         Approach::Naive,
         Approach::ThreadLocal,
         Approach::Atomic,
@@ -97,6 +102,7 @@ impl Approach {
         Approach::PumpHinted,
         Approach::SimpleRegistry,
         Approach::PumpTokioTurned,
+        Approach::SimpleRegistryAsyncIo,
     ];
 
     /// The name used on the command line and in the output.
@@ -118,6 +124,7 @@ impl Approach {
             Approach::PumpReadinessTokioReactor => "ffi-pump-readiness-tokio-reactor",
             Approach::PumpHinted => "ffi-pump-hinted",
             Approach::SimpleRegistry => "simple-registry",
+            Approach::SimpleRegistryAsyncIo => "simple-registry-async-io",
             Approach::PumpTokioTurned => "ffi-pump-tokio-turned",
         }
     }
@@ -201,7 +208,8 @@ pub fn run(approach: Approach, workload: &Workload) -> Seen {
             pump_completions(workload, Turns::TokioReadiness, Backend::Tokio)
         }
         Approach::PumpHinted => pump_completions(workload, Turns::Deadlines, Backend::Tokio),
-        Approach::SimpleRegistry => simple_registry(workload),
+        Approach::SimpleRegistry => simple_registry(workload, Ticks::Tokio),
+        Approach::SimpleRegistryAsyncIo => simple_registry(workload, Ticks::AsyncIo),
         Approach::PumpTokioTurned => pump_tokio_turned(workload),
     }
 }
@@ -366,6 +374,8 @@ async fn background_loop(fx: Arc<FakeLoop>, notify: Arc<Notify>, interval: Durat
 /// that also guards the loop.
 struct SimpleRegistry {
     fx: Arc<FakeLoop>,
+    /// The loop lock of [`Approach::SimpleRegistryAsyncIo`]: a round that finds it held skips.
+    turn: async_lock::Mutex<()>,
     waits: std::sync::Mutex<HashMap<u64, (u32, Waker)>>,
     next_key: std::sync::atomic::AtomicU64,
 }
@@ -374,6 +384,7 @@ impl SimpleRegistry {
     fn new(fx: Arc<FakeLoop>) -> Self {
         SimpleRegistry {
             fx,
+            turn: async_lock::Mutex::new(()),
             waits: std::sync::Mutex::new(HashMap::new()),
             next_key: std::sync::atomic::AtomicU64::new(0),
         }
@@ -404,14 +415,36 @@ impl SimpleRegistry {
     }
 }
 
+/// What turns the simple registry's rounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ticks {
+    /// tokio's interval, the round run as is ([`Approach::SimpleRegistry`]).
+    Tokio,
+    /// async-io's `Timer`, the round under the async loop lock ([`Approach::SimpleRegistryAsyncIo`]).
+    AsyncIo,
+}
+
 /// A round every [`INTERVAL`], on the cadence the pump keeps (a late round is made up at once,
 /// as the pump's timer does), so both make as many runs.
-async fn simple_loop(registry: Arc<SimpleRegistry>) {
+async fn simple_loop(registry: Arc<SimpleRegistry>, ticks: Ticks) {
+    use futures_lite::StreamExt;
     let mut woken = Vec::new();
-    let mut ticks = tokio::time::interval(INTERVAL);
-    loop {
-        ticks.tick().await;
-        registry.round(&mut woken);
+    match ticks {
+        Ticks::Tokio => {
+            let mut ticks = tokio::time::interval(INTERVAL);
+            loop {
+                ticks.tick().await;
+                registry.round(&mut woken);
+            }
+        }
+        Ticks::AsyncIo => {
+            let mut ticks = async_io::Timer::interval(INTERVAL);
+            while ticks.next().await.is_some() {
+                if let Some(_turn) = registry.turn.try_lock() {
+                    registry.round(&mut woken);
+                }
+            }
+        }
     }
 }
 
@@ -461,13 +494,15 @@ impl Drop for SimpleWait {
     }
 }
 
-/// [`Approach::SimpleRegistry`] on a 2-worker tokio runtime.
-fn simple_registry(workload: &Workload) -> Seen {
+/// [`Approach::SimpleRegistry`] (or its async-io form) on a 2-worker tokio runtime.
+fn simple_registry(workload: &Workload, ticks: Ticks) -> Seen {
     let registry = Arc::new(SimpleRegistry::new(workload.fx.clone()));
-    on_tokio_beside(workload, simple_loop(registry.clone()), |id| SimpleWait {
-        registry: registry.clone(),
-        id,
-        key: None,
+    on_tokio_beside(workload, simple_loop(registry.clone(), ticks), |id| {
+        SimpleWait {
+            registry: registry.clone(),
+            id,
+            key: None,
+        }
     })
 }
 
@@ -765,10 +800,14 @@ pub fn idle(approach: Approach, span: Duration) -> u64 {
         Approach::Naive | Approach::ThreadLocal | Approach::Atomic => {
             tokio_runtime().block_on(sleep);
         }
-        Approach::SimpleRegistry => {
+        Approach::SimpleRegistry | Approach::SimpleRegistryAsyncIo => {
+            let ticks = match approach {
+                Approach::SimpleRegistry => Ticks::Tokio,
+                _ => Ticks::AsyncIo,
+            };
             tokio_runtime().block_on(async {
                 let registry = Arc::new(SimpleRegistry::new(fx.clone()));
-                let ticker = tokio::spawn(simple_loop(registry));
+                let ticker = tokio::spawn(simple_loop(registry, ticks));
                 sleep.await;
                 ticker.abort();
             });
