@@ -8,6 +8,9 @@ use std::time::Instant;
 
 use super::{Evaluate, Finished, Pass, Place, Removed};
 
+// A block's slots are one word of `Typed::occupied`.
+const _: () = assert!(super::BLOCK == u64::BITS as usize);
+
 /// Entries evaluated between two looks at the clock.
 const CLOCK_STRIDE: usize = 256;
 
@@ -42,6 +45,10 @@ pub(super) trait Column: Send {
 pub(super) struct Typed<E> {
     index: u32,
     entries: Vec<Option<E>>,
+    /// A bit per key, set while its slot holds an entry, a word per block of
+    /// [`BLOCK`](super::BLOCK) keys: a pass visits the entries only, however many slots the
+    /// waits that finished left empty.
+    occupied: Vec<u64>,
     free: Vec<usize>,
     len: usize,
     /// Where the next pass starts: where the last one stopped for lack of time, or, once a
@@ -60,6 +67,7 @@ impl<E: Evaluate> Typed<E> {
         Typed {
             index,
             entries: Vec::new(),
+            occupied: Vec::new(),
             free: Vec::new(),
             len: 0,
             cursor: 0,
@@ -82,6 +90,10 @@ impl<E: Evaluate> Typed<E> {
                 self.entries.len() - 1
             }
         };
+        if self.occupied.len() <= key / super::BLOCK {
+            self.occupied.resize(key / super::BLOCK + 1, 0);
+        }
+        self.occupied[key / super::BLOCK] |= 1 << (key % super::BLOCK);
         let place = Place::new(self.index, key);
         if let Some(entry) = &self.entries[key] {
             entry.stored_at(place.packed());
@@ -92,28 +104,57 @@ impl<E: Evaluate> Typed<E> {
     fn remove(&mut self, key: usize) -> Option<E> {
         let entry = self.entries[key].take();
         if entry.is_some() {
+            self.occupied[key / super::BLOCK] &= !(1 << (key % super::BLOCK));
             self.free.push(key);
             self.len -= 1;
         }
         entry
     }
 
-    /// The pass's loop over the keys `from..to` of one announced block: the slots walked in
-    /// place (no index check per entry), the finished ones taken out of line.
+    /// The pass's loop over the keys `from..to`, all in one announced block: the occupied slots
+    /// only, found from the block's word of [`Typed::occupied`], the finished ones taken out of
+    /// line.
     #[inline(always)]
     fn evaluate_block(&mut self, from: usize, to: usize, look_for_mark: bool, pass: &mut Pass<'_>) {
+        debug_assert!(from < to && (to - 1) / super::BLOCK == from / super::BLOCK);
         let Typed {
             entries,
+            occupied,
             free,
             len,
             removed,
             ..
         } = self;
-        for (slot, key) in entries[from..to].iter_mut().zip(from..) {
+        let Some(word) = occupied.get_mut(from / super::BLOCK) else {
+            return;
+        };
+        let slots = &mut entries[from..to];
+        // The bits of `from..to`, shifted down to bit 0.
+        let bits = (*word >> (from % super::BLOCK)) & (u64::MAX >> (super::BLOCK - slots.len()));
+        if bits.count_ones() as usize == slots.len() {
+            // Every slot holds an entry: walked in place, the loop the compiler does best.
+            for (slot, key) in slots.iter_mut().zip(from..) {
+                let Some(entry) = slot else {
+                    continue;
+                };
+                if let Some(finished) = entry.evaluate(look_for_mark) {
+                    *word &= !(1 << (key % super::BLOCK));
+                    retire(slot, key, free, len, removed, finished, pass);
+                }
+            }
+            return;
+        }
+        let mut bits = bits;
+        while bits != 0 {
+            let offset = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            let slot = &mut slots[offset];
             let Some(entry) = slot else {
                 continue;
             };
             if let Some(finished) = entry.evaluate(look_for_mark) {
+                let key = from + offset;
+                *word &= !(1 << (key % super::BLOCK));
                 retire(slot, key, free, len, removed, finished, pass);
             }
         }
@@ -123,6 +164,7 @@ impl<E: Evaluate> Typed<E> {
     fn shrink_if_empty(&mut self) {
         if self.len == 0 && !self.entries.is_empty() {
             self.entries = Vec::new();
+            self.occupied = Vec::new();
             self.free = Vec::new();
             self.cursor = 0;
             self.left = 0;
@@ -199,6 +241,7 @@ impl<E: Evaluate> Column for Typed<E> {
 
     fn abandon(&mut self) -> Vec<Waker> {
         let entries = std::mem::take(&mut self.entries);
+        self.occupied = Vec::new();
         self.free = Vec::new();
         self.len = 0;
         let wakers = entries.iter().flatten().filter_map(E::abandon).collect();
