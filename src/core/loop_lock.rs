@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 use std::task::Waker;
 
-use async_lock::{Mutex, MutexGuardArc};
+use async_lock::{Mutex, MutexGuard, MutexGuardArc};
 
 use super::Core;
 use crate::reentry::Inside;
@@ -46,8 +46,36 @@ pub(crate) type Lock = async_lock::futures::LockArc<Runner>;
 #[cfg(loom)]
 pub(crate) type Lock = std::pin::Pin<Box<dyn std::future::Future<Output = RawGuard> + Send>>;
 
-/// The mutex's own guard; only a [`LoopGuard`] holds one.
+/// The mutex's own guard, as [`LoopLock::lock`] makes it; only a [`LoopGuard`] holds one.
 pub(crate) type RawGuard = MutexGuardArc<Runner>;
+
+/// The mutex's guard as a [`LoopGuard`] holds it: borrowed when taken with `try_lock`, which
+/// spares every wait's first poll two counts of the lock's shared `Arc`; owned when awaited, as
+/// the lock's future outlives any borrow.
+enum Held<'a> {
+    Borrowed(MutexGuard<'a, Runner>),
+    Owned(RawGuard),
+}
+
+impl std::ops::Deref for Held<'_> {
+    type Target = Runner;
+
+    fn deref(&self) -> &Runner {
+        match self {
+            Held::Borrowed(guard) => guard,
+            Held::Owned(guard) => guard,
+        }
+    }
+}
+
+impl std::ops::DerefMut for Held<'_> {
+    fn deref_mut(&mut self) -> &mut Runner {
+        match self {
+            Held::Borrowed(guard) => guard,
+            Held::Owned(guard) => guard,
+        }
+    }
+}
 
 impl Runner {
     /// The loop lives here.
@@ -89,12 +117,12 @@ impl LoopLock {
         }
     }
 
-    fn try_lock(&self) -> Option<RawGuard> {
-        self.mutex.try_lock_arc()
+    fn try_lock(&self) -> Option<Held<'_>> {
+        self.mutex.try_lock().map(Held::Borrowed)
     }
 
-    /// Lets go of a raw guard.
-    fn release(&self, raw: RawGuard) {
+    /// Lets go of a guard.
+    fn release(&self, raw: Held<'_>) {
         drop(raw);
         #[cfg(loom)]
         self.released.notify(usize::MAX);
@@ -111,7 +139,7 @@ impl LoopLock {
 /// busy and left that to its holder). This also happens when a check panics through it.
 pub(crate) struct LoopGuard<'a> {
     core: &'a Core,
-    raw: Option<RawGuard>,
+    raw: Option<Held<'a>>,
 }
 
 impl<'a> LoopGuard<'a> {
@@ -128,7 +156,7 @@ impl<'a> LoopGuard<'a> {
     pub(crate) fn new(core: &'a Core, raw: RawGuard) -> LoopGuard<'a> {
         LoopGuard {
             core,
-            raw: Some(raw),
+            raw: Some(Held::Owned(raw)),
         }
     }
 

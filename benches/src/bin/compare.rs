@@ -380,6 +380,7 @@ fn targets(repeats: u32) {
         Approach::PumpTokio,
         Approach::PumpSmol,
         Approach::PumpCompletions,
+        Approach::SimpleRegistryAsyncIo,
         Approach::SimpleRegistry,
     ];
     for n in [10_000_u32, 100_000] {
@@ -419,13 +420,15 @@ fn targets(repeats: u32) {
 }
 
 /// The pump-evaluated default (on its own timer, and turned by a tokio interval like the simple
-/// registry) and the completion-driven waits beside the simple registry
+/// registry) and the completion-driven waits beside the simple registry on the pump's timer and
+/// lock ([`Approach::SimpleRegistryAsyncIo`], the base of the ratios) and on tokio's interval
 /// ([`Approach::SimpleRegistry`]), each cell with its ids armed ahead (every wait in place, as in
 /// the other tables) and armed early (right after spawning, the first due at once: ids fall due
 /// while the waits are still registering), at N = 1 000, 10 000 and 100 000, side by side in
 /// each repeat.
 fn early(repeats: u32) {
-    const ROWS: [Approach; 4] = [
+    const ROWS: [Approach; 5] = [
+        Approach::SimpleRegistryAsyncIo,
         Approach::SimpleRegistry,
         Approach::PumpTokioTurned,
         Approach::PumpTokio,
