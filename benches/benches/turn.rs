@@ -1,12 +1,17 @@
 //! Cost of one `turn()` with 0 / 1 000 / 100 000 pending waits, of a round of the simple
 //! registry (`compare`'s `simple-registry` peer: one `HashMap` under a mutex, `extract_if` after
-//! the run) with as many, and of a wait whose condition already holds (the fast path).
+//! the run) with as many, of a wait whose condition already holds (the fast path), and of a wait's
+//! whole life (made, registered, completed by a round, polled to its end, dropped) in both.
 //!
 //! ```text
 //! cargo bench -p ffi-pump-bench --bench turn
 //! ```
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use async_executor::Executor;
@@ -107,5 +112,129 @@ fn fast_path(c: &mut Criterion) {
     pump.close();
 }
 
-criterion_group!(benches, turn, simple_round, fast_path);
+/// Waits per iteration of the "wait life" benches.
+const LIVES: usize = 1_000;
+
+/// A wait's whole life, `LIVES` at a time on one thread: each made and polled once (its check
+/// fails, it registers), then every condition made true, one round, each polled to its end and
+/// dropped. The pump's round is a `turn()`; the simple registry's is its `extract_if`.
+fn wait_life(c: &mut Criterion) {
+    let mut group = c.benchmark_group("wait life");
+    group.sample_size(20);
+    let done: Arc<Vec<AtomicBool>> = Arc::new((0..LIVES).map(|_| AtomicBool::new(false)).collect());
+    let reset = || done.iter().for_each(|d| d.store(false, Ordering::Relaxed));
+    let finish = || done.iter().for_each(|d| d.store(true, Ordering::Relaxed));
+    let mut cx = Context::from_waker(Waker::noop());
+
+    let pump = pump(&Arc::new(FakeLoop::new(1)));
+    pump.spawn_on(ffi_pump::Backend::Thread)
+        .expect("pump thread");
+    group.bench_function(BenchmarkId::new("ffi-pump", LIVES), |b| {
+        b.iter(|| {
+            reset();
+            let mut waits: Vec<_> = (0..LIVES)
+                .map(|id| {
+                    let done = done.clone();
+                    Box::pin(pump.wait_until(move || done[id].load(Ordering::Relaxed)))
+                })
+                .collect();
+            for wait in &mut waits {
+                assert!(wait.as_mut().poll(&mut cx).is_pending());
+            }
+            finish();
+            block_on(pump.turn()).expect("turn");
+            for wait in &mut waits {
+                assert!(matches!(wait.as_mut().poll(&mut cx), Poll::Ready(Ok(()))));
+            }
+        });
+    });
+    pump.close();
+
+    let registry = Arc::new(Simple::default());
+    group.bench_function(BenchmarkId::new("simple registry", LIVES), |b| {
+        b.iter(|| {
+            reset();
+            let mut waits: Vec<_> = (0..LIVES)
+                .map(|id| {
+                    Box::pin(SimpleWait {
+                        registry: registry.clone(),
+                        done: done.clone(),
+                        id,
+                        key: None,
+                    })
+                })
+                .collect();
+            for wait in &mut waits {
+                assert!(wait.as_mut().poll(&mut cx).is_pending());
+            }
+            finish();
+            let woken: Vec<Waker> = {
+                let mut waits = registry.waits.lock().expect("not poisoned");
+                waits
+                    .extract_if(|_, (id, _)| done[*id].load(Ordering::Relaxed))
+                    .map(|(_, (_, waker))| waker)
+                    .collect()
+            };
+            woken.into_iter().for_each(Waker::wake);
+            for wait in &mut waits {
+                assert!(wait.as_mut().poll(&mut cx).is_ready());
+            }
+        });
+    });
+    group.finish();
+}
+
+/// The simple registry of `compare`'s peer, its waits on flags.
+#[derive(Default)]
+struct Simple {
+    waits: Mutex<HashMap<u64, (usize, Waker)>>,
+    next_key: AtomicU64,
+}
+
+/// Checks once under the registry's mutex, then registers; done once its key was taken out.
+struct SimpleWait {
+    registry: Arc<Simple>,
+    done: Arc<Vec<AtomicBool>>,
+    id: usize,
+    key: Option<u64>,
+}
+
+impl Future for SimpleWait {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let registry = self.registry.clone();
+        let mut waits = registry.waits.lock().expect("not poisoned");
+        match self.key {
+            None if self.done[self.id].load(Ordering::Relaxed) => Poll::Ready(()),
+            None => {
+                let key = registry.next_key.fetch_add(1, Ordering::Relaxed);
+                waits.insert(key, (self.id, cx.waker().clone()));
+                self.key = Some(key);
+                Poll::Pending
+            }
+            Some(key) => match waits.get(&key) {
+                None => {
+                    self.key = None;
+                    Poll::Ready(())
+                }
+                Some(_) => Poll::Pending,
+            },
+        }
+    }
+}
+
+impl Drop for SimpleWait {
+    fn drop(&mut self) {
+        if let Some(key) = self.key {
+            self.registry
+                .waits
+                .lock()
+                .expect("not poisoned")
+                .remove(&key);
+        }
+    }
+}
+
+criterion_group!(benches, turn, simple_round, fast_path, wait_life);
 criterion_main!(benches);

@@ -6,7 +6,7 @@ use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
-use super::{Check, Pending, Wait};
+use super::{Check, Wait};
 use crate::core::{evaluate_arrivals, Core, LoopGuard};
 use crate::reentry;
 use crate::registry::{Evaluate, Finished, Mark};
@@ -91,8 +91,9 @@ enum State<E> {
     /// Not polled yet: not in the registry, not pending. Unboxed: it is boxed only if it has to
     /// wait in the registry's arrivals (the loop lock busy), else it goes into its column as is.
     New(E),
-    /// In the registry, counted pending.
-    Registered { _pending: Pending },
+    /// In the registry, counted pending in the pump's demand (uncounted by
+    /// [`OnPump::leave_registered`], the way out of this state).
+    Registered,
     /// Finished (its first check succeeded, it ended, or it gave up).
     Done,
 }
@@ -107,7 +108,18 @@ pub(crate) struct OnPump<C, T> {
     register: Register<C, T>,
 }
 
-type Register<C, T> = fn(&mut OnPump<C, T>, CheckEntry<C, T>, &Waker) -> Result<(), Error>;
+type Register<C, T> = fn(&mut OnPump<C, T>, CheckEntry<C, T>, &Waker) -> Result<Registered, Error>;
+
+/// What a first poll's registration did.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Registered {
+    /// The entry went into its column, not complete, with this poll's waker stored: whatever
+    /// completes it wakes that waker, so the poll can return `Pending` without a look.
+    Stored,
+    /// The check succeeded at once, or the entry went among the arrivals (which this very poll
+    /// may have evaluated): the outcome says which.
+    LookAtOutcome,
+}
 
 // The entry is moved in and out whole, never pinned in place: the wait moves freely.
 impl<C, T> Unpin for OnPump<C, T> {}
@@ -143,7 +155,11 @@ where
     /// First poll: the check runs at once if the loop lock is free (the fast path); if that fails
     /// the entry joins the registry for the pump to evaluate after each run. If the lock is busy,
     /// it joins as not yet evaluated, and the lock's holder evaluates it on letting go.
-    fn register(&mut self, mut entry: CheckEntry<C, T>, waker: &Waker) -> Result<(), Error> {
+    fn register(
+        &mut self,
+        mut entry: CheckEntry<C, T>,
+        waker: &Waker,
+    ) -> Result<Registered, Error> {
         self.core.may_wait()?;
         *lock(&self.node.outcome) = Outcome::Waiting(Some(waker.clone()));
         let guard = LoopGuard::try_new(&self.core);
@@ -151,11 +167,14 @@ where
             if guard.check(|| entry.evaluate(false)).is_some() {
                 // What the check captured goes now, its panic kept from the awaiting task.
                 crate::unwind::drop_caught(entry);
-                return Ok(());
+                return Ok(Registered::LookAtOutcome);
             }
         }
-        // Counted before the pump can see it, so a pump going idle never sweeps it.
-        let pending = Pending::count(&self.core);
+        // Counted before the pump can see it, so a pump going idle never sweeps it; uncounted
+        // on the way out of `Registered`. The count is the pump's, not a `Pending` of its own:
+        // this wait holds the core already.
+        self.core.demand.add_pending();
+        self.state = State::Registered;
         let refused = match &guard {
             // Still held, so no run slips between this check and the pump's next evaluation; the
             // entry goes into its column as it is.
@@ -173,17 +192,22 @@ where
                 .err()
                 .map(drop_caught),
         };
-        self.state = State::Registered { _pending: pending };
-        match guard {
+        let registered = match guard {
             // Letting go evaluates the arrivals.
-            Some(guard) => drop(guard),
+            Some(guard) => {
+                drop(guard);
+                Registered::Stored
+            }
             // The holder may have let go before the entry arrived.
-            None => evaluate_arrivals(&self.core),
-        }
+            None => {
+                evaluate_arrivals(&self.core);
+                Registered::LookAtOutcome
+            }
+        };
         if refused.is_some() {
             return Err(self.core.status().err().unwrap_or(Error::Closed));
         }
-        Ok(())
+        Ok(registered)
     }
 }
 
@@ -192,11 +216,19 @@ impl<C, T> OnPump<C, T> {
     /// again once this returns (a run of it in progress on the pump finishes first, a matter of
     /// the few checks of its block); the pump drops the entry when it next meets it.
     fn give_up(&mut self) {
-        if let State::Registered { .. } = self.state {
+        if let State::Registered = self.state {
             let inside = reentry::is_inside(self.core.id());
             self.core.registry.withdraw(&self.node.mark, inside);
         }
-        self.state = State::Done;
+        self.leave_registered();
+    }
+
+    /// Ends the wait's state (it is done), uncounting it from the pump's demand if it was
+    /// registered.
+    fn leave_registered(&mut self) {
+        if let State::Registered = std::mem::replace(&mut self.state, State::Done) {
+            self.core.demand.remove_pending();
+        }
     }
 }
 
@@ -208,9 +240,13 @@ impl<C, T> Wait for OnPump<C, T> {
             let State::New(entry) = std::mem::replace(&mut self.state, State::Done) else {
                 unreachable!("matched above")
             };
-            if let Err(err) = (self.register)(self, entry, cx.waker()) {
-                self.give_up();
-                return Poll::Ready(Err(err));
+            match (self.register)(self, entry, cx.waker()) {
+                Ok(Registered::Stored) => return Poll::Pending,
+                Ok(Registered::LookAtOutcome) => {}
+                Err(err) => {
+                    self.give_up();
+                    return Poll::Ready(Err(err));
+                }
             }
         }
         let mut outcome = lock(&self.node.outcome);
@@ -225,17 +261,17 @@ impl<C, T> Wait for OnPump<C, T> {
             }
             Outcome::Ready(value) => {
                 drop(outcome);
-                self.state = State::Done;
+                self.leave_registered();
                 Poll::Ready(Ok(value))
             }
             Outcome::CheckPanicked(panic) => {
                 drop(outcome);
-                self.state = State::Done;
+                self.leave_registered();
                 resume_unwind(panic)
             }
             Outcome::Abandoned => {
                 drop(outcome);
-                self.state = State::Done;
+                self.leave_registered();
                 Poll::Ready(Err(self.core.status().err().unwrap_or(Error::Closed)))
             }
             Outcome::Taken => panic!("a wait future was polled after it completed"),
