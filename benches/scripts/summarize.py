@@ -1,6 +1,6 @@
 """The fixture tables of BENCHMARKS.md from the outputs `report.sh` kept: medians over the
-repeats, with the range, of each row of `compare --early` (ratios to the simple registry in the
-same repeat) and of `compare --targets` (ratios to background-1ms in the same repeat).
+repeats, with the range, of each row of `compare --early` (ratios to simple-registry-async-io,
+issue 24's simple design, in the same repeat) and of `compare --targets` (ratios to background-1ms in the same repeat).
 
     python3 benches/scripts/summarize.py [OUT]       (default: target/report)
 """
