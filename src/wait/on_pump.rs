@@ -87,10 +87,11 @@ where
     }
 }
 
-enum State<E> {
-    /// Not polled yet: not in the registry, not pending. Unboxed: it is boxed only if it has to
-    /// wait in the registry's arrivals (the loop lock busy), else it goes into its column as is.
-    New(E),
+enum State<C> {
+    /// Not polled yet: not in the registry, not pending; only its check. Its first poll runs the
+    /// check at once if it can, and only a wait that has to wait gets the state it shares with
+    /// the registry and an entry there (unboxed in its column, boxed only among the arrivals).
+    New(C),
     /// In the registry, counted pending in the pump's demand (uncounted by
     /// [`OnPump::leave_registered`], the way out of this state).
     Registered,
@@ -101,27 +102,29 @@ enum State<E> {
 /// The wait's side of a pump-evaluated wait.
 pub(crate) struct OnPump<C, T> {
     core: Arc<Core>,
-    node: Arc<Node<T>>,
-    state: State<CheckEntry<C, T>>,
+    /// What it shares with its registry entry, from its registration on.
+    node: Option<Arc<Node<T>>>,
+    state: State<C>,
     /// [`OnPump::register`], taken where the check's bounds are known, so the wait's other code
     /// needs none.
     register: Register<C, T>,
 }
 
-type Register<C, T> = fn(&mut OnPump<C, T>, CheckEntry<C, T>, &Waker) -> Result<Registered, Error>;
+type Register<C, T> = fn(&mut OnPump<C, T>, C, &Waker) -> Result<Registered<T>, Error>;
 
 /// What a first poll's registration did.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Registered {
+enum Registered<T> {
+    /// The check succeeded at once, with the loop lock free: nothing was registered.
+    Ready(T),
     /// The entry went into its column, not complete, with this poll's waker stored: whatever
     /// completes it wakes that waker, so the poll can return `Pending` without a look.
     Stored,
-    /// The check succeeded at once, or the entry went among the arrivals (which this very poll
-    /// may have evaluated): the outcome says which.
+    /// The entry went among the arrivals (which this very poll may have evaluated): the outcome
+    /// says whether it is complete.
     LookAtOutcome,
 }
 
-// The entry is moved in and out whole, never pinned in place: the wait moves freely.
+// The check is moved in and out whole, never pinned in place: the wait moves freely.
 impl<C, T> Unpin for OnPump<C, T> {}
 
 impl<C, T> OnPump<C, T>
@@ -130,46 +133,45 @@ where
     T: Send + 'static,
 {
     pub(crate) fn new(core: Arc<Core>, check: C) -> Self {
-        let node = Arc::new(Node {
-            mark: Mark::new(),
-            outcome: Mutex::new(Outcome::Waiting(None)),
-        });
-        let entry = CheckEntry {
-            node: node.clone(),
-            check,
-        };
         OnPump {
             core,
-            node,
-            state: State::New(entry),
+            node: None,
+            state: State::New(check),
             register: Self::register,
         }
     }
-}
 
-impl<C, T> OnPump<C, T>
-where
-    C: Check<Output = T> + Send + 'static,
-    T: Send + 'static,
-{
-    /// First poll: the check runs at once if the loop lock is free (the fast path); if that fails
-    /// the entry joins the registry for the pump to evaluate after each run. If the lock is busy,
-    /// it joins as not yet evaluated, and the lock's holder evaluates it on letting go.
-    fn register(
-        &mut self,
-        mut entry: CheckEntry<C, T>,
-        waker: &Waker,
-    ) -> Result<Registered, Error> {
+    /// First poll: the check runs at once if the loop lock is free (the fast path, which
+    /// allocates nothing); if that fails the entry joins the registry for the pump to evaluate
+    /// after each run. If the lock is busy, it joins as not yet evaluated, and the lock's holder
+    /// evaluates it on letting go.
+    fn register(&mut self, mut check: C, waker: &Waker) -> Result<Registered<T>, Error> {
         self.core.may_wait()?;
-        *lock(&self.node.outcome) = Outcome::Waiting(Some(waker.clone()));
         let guard = LoopGuard::try_new(&self.core);
-        if let Some(guard) = &guard {
-            if guard.check(|| entry.evaluate(false)).is_some() {
-                // What the check captured goes now, its panic kept from the awaiting task.
-                crate::unwind::drop_caught(entry);
-                return Ok(Registered::LookAtOutcome);
+        let first = guard
+            .as_ref()
+            .map(|guard| guard.check(|| catch_unwind(AssertUnwindSafe(|| check.check()))));
+        match first {
+            Some(Ok(None)) | None => {}
+            Some(Ok(Some(value))) => {
+                drop(guard);
+                // What the check captured goes now, with no lock held, its panic kept from the
+                // awaiting task.
+                drop_caught(check);
+                return Ok(Registered::Ready(value));
+            }
+            Some(Err(panic)) => {
+                drop(guard);
+                drop_caught(check);
+                resume_unwind(panic)
             }
         }
+        let node = Arc::new(Node {
+            mark: Mark::new(),
+            outcome: Mutex::new(Outcome::Waiting(Some(waker.clone()))),
+        });
+        self.node = Some(node.clone());
+        let entry = CheckEntry { node, check };
         // Counted before the pump can see it, so a pump going idle never sweeps it; uncounted
         // on the way out of `Registered`. The count is the pump's, not a `Pending` of its own:
         // this wait holds the core already.
@@ -216,9 +218,9 @@ impl<C, T> OnPump<C, T> {
     /// again once this returns (a run of it in progress on the pump finishes first, a matter of
     /// the few checks of its block); the pump drops the entry when it next meets it.
     fn give_up(&mut self) {
-        if let State::Registered = self.state {
+        if let (State::Registered, Some(node)) = (&self.state, &self.node) {
             let inside = reentry::is_inside(self.core.id());
-            self.core.registry.withdraw(&self.node.mark, inside);
+            self.core.registry.withdraw(&node.mark, inside);
         }
         self.leave_registered();
     }
@@ -237,10 +239,11 @@ impl<C, T> Wait for OnPump<C, T> {
 
     fn poll_wait(&mut self, cx: &mut Context<'_>) -> Poll<Result<T, Error>> {
         if let State::New(_) = self.state {
-            let State::New(entry) = std::mem::replace(&mut self.state, State::Done) else {
+            let State::New(check) = std::mem::replace(&mut self.state, State::Done) else {
                 unreachable!("matched above")
             };
-            match (self.register)(self, entry, cx.waker()) {
+            match (self.register)(self, check, cx.waker()) {
+                Ok(Registered::Ready(value)) => return Poll::Ready(Ok(value)),
                 Ok(Registered::Stored) => return Poll::Pending,
                 Ok(Registered::LookAtOutcome) => {}
                 Err(err) => {
@@ -249,7 +252,10 @@ impl<C, T> Wait for OnPump<C, T> {
                 }
             }
         }
-        let mut outcome = lock(&self.node.outcome);
+        let Some(node) = self.node.as_ref() else {
+            panic!("a wait future was polled after it completed")
+        };
+        let mut outcome = lock(&node.outcome);
         match std::mem::replace(&mut *outcome, Outcome::Taken) {
             Outcome::Waiting(waker) => {
                 let waker = match waker {
