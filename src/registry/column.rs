@@ -102,13 +102,13 @@ impl<E: Evaluate> Typed<E> {
     }
 
     fn remove(&mut self, key: usize) -> Option<E> {
-        let entry = self.entries[key].take();
-        if entry.is_some() {
-            self.occupied[key / super::BLOCK] &= !(1 << (key % super::BLOCK));
-            self.free.push(key);
-            self.len -= 1;
-        }
-        entry
+        vacate(
+            &mut self.entries[key],
+            key,
+            &mut self.occupied[key / super::BLOCK],
+            &mut self.free,
+            &mut self.len,
+        )
     }
 
     /// The pass's loop over the keys `from..to`, all in one announced block: the occupied slots
@@ -138,8 +138,7 @@ impl<E: Evaluate> Typed<E> {
                     continue;
                 };
                 if let Some(finished) = entry.evaluate(look_for_mark) {
-                    *word &= !(1 << (key % super::BLOCK));
-                    retire(slot, key, free, len, removed, finished, pass);
+                    retire(slot, key, word, free, len, removed, finished, pass);
                 }
             }
             return;
@@ -154,8 +153,7 @@ impl<E: Evaluate> Typed<E> {
             };
             if let Some(finished) = entry.evaluate(look_for_mark) {
                 let key = from + offset;
-                *word &= !(1 << (key % super::BLOCK));
-                retire(slot, key, free, len, removed, finished, pass);
+                retire(slot, key, word, free, len, removed, finished, pass);
             }
         }
     }
@@ -261,24 +259,40 @@ impl<E: Evaluate> Column for Typed<E> {
     }
 }
 
-/// Takes the finished entry in `slot` (key `key`) out of its column, for its drop once no lock
-/// is held, and hands its waker to the pass.
+/// Empties `slot` (key `key`, its bit in `word`), keeping the column's free list and count: the
+/// one place an entry leaves its slot.
+fn vacate<E>(
+    slot: &mut Option<E>,
+    key: usize,
+    word: &mut u64,
+    free: &mut Vec<usize>,
+    len: &mut usize,
+) -> Option<E> {
+    let entry = slot.take();
+    if entry.is_some() {
+        *word &= !(1 << (key % super::BLOCK));
+        free.push(key);
+        *len -= 1;
+    }
+    entry
+}
+
+/// Takes the finished entry in `slot` (key `key`, its bit in `word`) out of its column, for its
+/// drop once no lock is held, and hands its waker to the pass.
 #[cold]
 #[inline(never)]
+#[allow(clippy::too_many_arguments)] // the column's fields, borrowed apart around the pass's loop
 fn retire<E>(
     slot: &mut Option<E>,
     key: usize,
+    word: &mut u64,
     free: &mut Vec<usize>,
     len: &mut usize,
     removed: &mut Vec<E>,
     finished: Finished,
     pass: &mut Pass<'_>,
 ) {
-    if let Some(entry) = slot.take() {
-        free.push(key);
-        *len -= 1;
-        removed.push(entry);
-    }
+    removed.extend(vacate(slot, key, word, free, len));
     let Finished { waker, marked } = finished;
     pass.woken.extend(waker);
     pass.unmarked += usize::from(marked);

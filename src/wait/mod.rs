@@ -1,6 +1,7 @@
 //! The wait futures — [`WaitUntil`], [`WaitFor`], [`WaitKey`] — on one skeleton: a protocol
-//! ([`Broadcast`], [`OnPump`], or a key in a completion table) that counts itself
-//! [`Pending`] while it waits, inside one [`Timeout`].
+//! ([`Broadcast`], [`OnPump`], or a key in a completion table) that counts itself pending in
+//! the pump's demand while it waits (a [`Pending`]; [`OnPump`], which holds the core already,
+//! by hand), inside one [`Timeout`].
 
 /// The `timeout` and `deadline` methods of a wait future, with its own sentence on what wins
 /// over a zero timeout and its own example.

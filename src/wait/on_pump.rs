@@ -87,14 +87,15 @@ where
     }
 }
 
-enum State<C> {
+enum State<C, T> {
     /// Not polled yet: not in the registry, not pending; only its check. Its first poll runs the
     /// check at once if it can, and only a wait that has to wait gets the state it shares with
     /// the registry and an entry there (unboxed in its column, boxed only among the arrivals).
     New(C),
     /// In the registry, counted pending in the pump's demand (uncounted by
-    /// [`OnPump::leave_registered`], the way out of this state).
-    Registered,
+    /// [`OnPump::leave_registered`], the way out of this state), with what it shares with its
+    /// entry there.
+    Registered(Arc<Node<T>>),
     /// Finished (its first check succeeded, it ended, or it gave up).
     Done,
 }
@@ -102,9 +103,7 @@ enum State<C> {
 /// The wait's side of a pump-evaluated wait.
 pub(crate) struct OnPump<C, T> {
     core: Arc<Core>,
-    /// What it shares with its registry entry, from its registration on.
-    node: Option<Arc<Node<T>>>,
-    state: State<C>,
+    state: State<C, T>,
     /// [`OnPump::register`], taken where the check's bounds are known, so the wait's other code
     /// needs none.
     register: Register<C, T>,
@@ -135,7 +134,6 @@ where
     pub(crate) fn new(core: Arc<Core>, check: C) -> Self {
         OnPump {
             core,
-            node: None,
             state: State::New(check),
             register: Self::register,
         }
@@ -170,13 +168,12 @@ where
             mark: Mark::new(),
             outcome: Mutex::new(Outcome::Waiting(Some(waker.clone()))),
         });
-        self.node = Some(node.clone());
-        let entry = CheckEntry { node, check };
         // Counted before the pump can see it, so a pump going idle never sweeps it; uncounted
         // on the way out of `Registered`. The count is the pump's, not a `Pending` of its own:
         // this wait holds the core already.
         self.core.demand.add_pending();
-        self.state = State::Registered;
+        self.state = State::Registered(node.clone());
+        let entry = CheckEntry { node, check };
         let refused = match &guard {
             // Still held, so no run slips between this check and the pump's next evaluation; the
             // entry goes into its column as it is.
@@ -218,7 +215,7 @@ impl<C, T> OnPump<C, T> {
     /// again once this returns (a run of it in progress on the pump finishes first, a matter of
     /// the few checks of its block); the pump drops the entry when it next meets it.
     fn give_up(&mut self) {
-        if let (State::Registered, Some(node)) = (&self.state, &self.node) {
+        if let State::Registered(node) = &self.state {
             let inside = reentry::is_inside(self.core.id());
             self.core.registry.withdraw(&node.mark, inside);
         }
@@ -228,7 +225,7 @@ impl<C, T> OnPump<C, T> {
     /// Ends the wait's state (it is done), uncounting it from the pump's demand if it was
     /// registered.
     fn leave_registered(&mut self) {
-        if let State::Registered = std::mem::replace(&mut self.state, State::Done) {
+        if let State::Registered(_) = std::mem::replace(&mut self.state, State::Done) {
             self.core.demand.remove_pending();
         }
     }
@@ -252,7 +249,7 @@ impl<C, T> Wait for OnPump<C, T> {
                 }
             }
         }
-        let Some(node) = self.node.as_ref() else {
+        let State::Registered(node) = &self.state else {
             panic!("a wait future was polled after it completed")
         };
         let mut outcome = lock(&node.outcome);
