@@ -6,11 +6,9 @@
 //! ```text
 //! cargo bench -p ffi-pump-bench --bench turn
 //! ```
-use std::collections::HashMap;
 use std::future::Future;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
@@ -18,6 +16,7 @@ use async_executor::Executor;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use fake_loop::FakeLoop;
 use ffi_pump::Pump;
+use ffi_pump_bench::peers::{SimpleLoop, SimpleRegistry};
 use futures_lite::future::block_on;
 
 /// A pump around the fixture whose timer never fires in a benchmark, so only `turn()` runs it.
@@ -71,31 +70,22 @@ fn turn(c: &mut Criterion) {
     group.finish();
 }
 
-/// The simple registry's round: the loop and every pending check under one mutex.
+/// The simple registry's round (`compare`'s peer): the loop and every pending check under one
+/// mutex.
 fn simple_round(c: &mut Criterion) {
     let mut group = c.benchmark_group("simple registry round");
     group.sample_size(20);
+    let mut cx = Context::from_waker(Waker::noop());
     for pending in [0_usize, 1_000, 100_000] {
-        let fx = Arc::new(FakeLoop::new(1));
-        let noop = std::task::Waker::noop();
-        let waits: Mutex<HashMap<u64, (u32, std::task::Waker)>> = Mutex::new(
-            (0..pending as u64)
-                .map(|key| (key, (0, noop.clone())))
-                .collect(),
-        );
+        let registry = Arc::new(SimpleRegistry::new(Arc::new(FakeLoop::new(1))));
+        // Id 0 is never armed: every wait stays pending.
+        let mut waits: Vec<_> = (0..pending).map(|_| Box::pin(registry.wait(0))).collect();
+        for wait in &mut waits {
+            assert!(wait.as_mut().poll(&mut cx).is_pending());
+        }
         let mut woken = Vec::new();
         group.bench_with_input(BenchmarkId::from_parameter(pending), &pending, |b, _| {
-            b.iter(|| {
-                let mut waits = waits.lock().expect("not poisoned");
-                let _ = fx.run_once();
-                woken.extend(
-                    waits
-                        .extract_if(|_, (id, _)| fx.check(*id))
-                        .map(|(_, (_, waker))| waker),
-                );
-                drop(waits);
-                woken.drain(..).for_each(std::task::Waker::wake);
-            });
+            b.iter(|| registry.round(&mut woken));
         });
     }
     group.finish();
@@ -115,15 +105,35 @@ fn fast_path(c: &mut Criterion) {
 /// Waits per iteration of the "wait life" benches.
 const LIVES: usize = 1_000;
 
+/// One flag per id: what both sides of the "wait life" benches check (the fixture cannot make an
+/// id pending again, and an iteration needs `LIVES` fresh ones).
+struct Flags(Vec<AtomicBool>);
+
+impl Flags {
+    fn set_all(&self, done: bool) {
+        self.0.iter().for_each(|d| d.store(done, Ordering::Relaxed));
+    }
+
+    fn is_done(&self, id: u32) -> bool {
+        self.0[id as usize].load(Ordering::Relaxed)
+    }
+}
+
+impl SimpleLoop for Flags {
+    fn run_once(&self) {}
+
+    fn check(&self, id: u32) -> bool {
+        self.is_done(id)
+    }
+}
+
 /// A wait's whole life, `LIVES` at a time on one thread: each made and polled once (its check
 /// fails, it registers), then every condition made true, one round, each polled to its end and
-/// dropped. The pump's round is a `turn()`; the simple registry's is its `extract_if`.
+/// dropped. The pump's round is a `turn()`; the simple registry's is its round (`compare`'s peer).
 fn wait_life(c: &mut Criterion) {
     let mut group = c.benchmark_group("wait life");
     group.sample_size(20);
-    let done: Arc<Vec<AtomicBool>> = Arc::new((0..LIVES).map(|_| AtomicBool::new(false)).collect());
-    let reset = || done.iter().for_each(|d| d.store(false, Ordering::Relaxed));
-    let finish = || done.iter().for_each(|d| d.store(true, Ordering::Relaxed));
+    let flags = Arc::new(Flags((0..LIVES).map(|_| AtomicBool::new(false)).collect()));
     let mut cx = Context::from_waker(Waker::noop());
 
     let pump = pump(&Arc::new(FakeLoop::new(1)));
@@ -131,17 +141,17 @@ fn wait_life(c: &mut Criterion) {
         .expect("pump thread");
     group.bench_function(BenchmarkId::new("ffi-pump", LIVES), |b| {
         b.iter(|| {
-            reset();
-            let mut waits: Vec<_> = (0..LIVES)
+            flags.set_all(false);
+            let mut waits: Vec<_> = (0..LIVES as u32)
                 .map(|id| {
-                    let done = done.clone();
-                    Box::pin(pump.wait_until(move || done[id].load(Ordering::Relaxed)))
+                    let flags = flags.clone();
+                    Box::pin(pump.wait_until(move || flags.is_done(id)))
                 })
                 .collect();
             for wait in &mut waits {
                 assert!(wait.as_mut().poll(&mut cx).is_pending());
             }
-            finish();
+            flags.set_all(true);
             block_on(pump.turn()).expect("turn");
             for wait in &mut waits {
                 assert!(matches!(wait.as_mut().poll(&mut cx), Poll::Ready(Ok(()))));
@@ -150,90 +160,25 @@ fn wait_life(c: &mut Criterion) {
     });
     pump.close();
 
-    let registry = Arc::new(Simple::default());
+    let registry = Arc::new(SimpleRegistry::new(flags.clone()));
+    let mut woken = Vec::new();
     group.bench_function(BenchmarkId::new("simple registry", LIVES), |b| {
         b.iter(|| {
-            reset();
-            let mut waits: Vec<_> = (0..LIVES)
-                .map(|id| {
-                    Box::pin(SimpleWait {
-                        registry: registry.clone(),
-                        done: done.clone(),
-                        id,
-                        key: None,
-                    })
-                })
+            flags.set_all(false);
+            let mut waits: Vec<_> = (0..LIVES as u32)
+                .map(|id| Box::pin(registry.wait(id)))
                 .collect();
             for wait in &mut waits {
                 assert!(wait.as_mut().poll(&mut cx).is_pending());
             }
-            finish();
-            let woken: Vec<Waker> = {
-                let mut waits = registry.waits.lock().expect("not poisoned");
-                waits
-                    .extract_if(|_, (id, _)| done[*id].load(Ordering::Relaxed))
-                    .map(|(_, (_, waker))| waker)
-                    .collect()
-            };
-            woken.into_iter().for_each(Waker::wake);
+            flags.set_all(true);
+            registry.round(&mut woken);
             for wait in &mut waits {
                 assert!(wait.as_mut().poll(&mut cx).is_ready());
             }
         });
     });
     group.finish();
-}
-
-/// The simple registry of `compare`'s peer, its waits on flags.
-#[derive(Default)]
-struct Simple {
-    waits: Mutex<HashMap<u64, (usize, Waker)>>,
-    next_key: AtomicU64,
-}
-
-/// Checks once under the registry's mutex, then registers; done once its key was taken out.
-struct SimpleWait {
-    registry: Arc<Simple>,
-    done: Arc<Vec<AtomicBool>>,
-    id: usize,
-    key: Option<u64>,
-}
-
-impl Future for SimpleWait {
-    type Output = ();
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let registry = self.registry.clone();
-        let mut waits = registry.waits.lock().expect("not poisoned");
-        match self.key {
-            None if self.done[self.id].load(Ordering::Relaxed) => Poll::Ready(()),
-            None => {
-                let key = registry.next_key.fetch_add(1, Ordering::Relaxed);
-                waits.insert(key, (self.id, cx.waker().clone()));
-                self.key = Some(key);
-                Poll::Pending
-            }
-            Some(key) => match waits.get(&key) {
-                None => {
-                    self.key = None;
-                    Poll::Ready(())
-                }
-                Some(_) => Poll::Pending,
-            },
-        }
-    }
-}
-
-impl Drop for SimpleWait {
-    fn drop(&mut self) {
-        if let Some(key) = self.key {
-            self.registry
-                .waits
-                .lock()
-                .expect("not poisoned")
-                .remove(&key);
-        }
-    }
 }
 
 criterion_group!(benches, turn, simple_round, fast_path, wait_life);

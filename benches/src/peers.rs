@@ -370,18 +370,43 @@ async fn background_loop(fx: Arc<FakeLoop>, notify: Arc<Notify>, interval: Durat
     }
 }
 
+/// What [`SimpleRegistry`] asks of the C side: one run, and whether an id is done.
+pub trait SimpleLoop: Send + Sync + 'static {
+    /// Runs the loop once.
+    fn run_once(&self);
+    /// Whether `id` is done.
+    fn check(&self, id: u32) -> bool;
+}
+
+impl SimpleLoop for FakeLoop {
+    fn run_once(&self) {
+        let _ = FakeLoop::run_once(self);
+    }
+
+    fn check(&self, id: u32) -> bool {
+        FakeLoop::check(self, id)
+    }
+}
+
 /// [`Approach::SimpleRegistry`]: pending waits by key, their ids and wakers, under the mutex
-/// that also guards the loop.
-struct SimpleRegistry {
-    fx: Arc<FakeLoop>,
+/// that also guards the loop (also what criterion's `turn` bench measures it by).
+pub struct SimpleRegistry<L = FakeLoop> {
+    fx: Arc<L>,
     /// The loop lock of [`Approach::SimpleRegistryAsyncIo`]: a round that finds it held skips.
     turn: async_lock::Mutex<()>,
     waits: std::sync::Mutex<HashMap<u64, (u32, Waker)>>,
     next_key: std::sync::atomic::AtomicU64,
 }
 
-impl SimpleRegistry {
-    fn new(fx: Arc<FakeLoop>) -> Self {
+impl<L> std::fmt::Debug for SimpleRegistry<L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimpleRegistry").finish_non_exhaustive()
+    }
+}
+
+impl<L: SimpleLoop> SimpleRegistry<L> {
+    /// An empty registry around `fx`.
+    pub fn new(fx: Arc<L>) -> Self {
         SimpleRegistry {
             fx,
             turn: async_lock::Mutex::new(()),
@@ -396,12 +421,21 @@ impl SimpleRegistry {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// A wait for `id`.
+    pub fn wait(self: &Arc<Self>, id: u32) -> SimpleWait<L> {
+        SimpleWait {
+            registry: self.clone(),
+            id,
+            key: None,
+        }
+    }
+
     /// One round: the loop, then every check, under the one mutex; the finished waits are woken
-    /// after it.
-    fn round(&self, woken: &mut Vec<Waker>) {
+    /// after it (`woken` is the buffer for their wakers, empty on return).
+    pub fn round(&self, woken: &mut Vec<Waker>) {
         {
             let mut waits = self.waits();
-            let _ = self.fx.run_once();
+            self.fx.run_once();
             let fx = &self.fx;
             woken.extend(
                 waits
@@ -450,13 +484,22 @@ async fn simple_loop(registry: Arc<SimpleRegistry>, ticks: Ticks) {
 
 /// A wait of [`Approach::SimpleRegistry`]: checks once under the mutex, then registers; done
 /// once its key was extracted.
-struct SimpleWait {
-    registry: Arc<SimpleRegistry>,
+pub struct SimpleWait<L: SimpleLoop = FakeLoop> {
+    registry: Arc<SimpleRegistry<L>>,
     id: u32,
     key: Option<u64>,
 }
 
-impl Future for SimpleWait {
+impl<L: SimpleLoop> std::fmt::Debug for SimpleWait<L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimpleWait")
+            .field("id", &self.id)
+            .field("key", &self.key)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<L: SimpleLoop> Future for SimpleWait<L> {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
@@ -486,7 +529,7 @@ impl Future for SimpleWait {
     }
 }
 
-impl Drop for SimpleWait {
+impl<L: SimpleLoop> Drop for SimpleWait<L> {
     fn drop(&mut self) {
         if let Some(key) = self.key {
             self.registry.waits().remove(&key);
@@ -498,11 +541,7 @@ impl Drop for SimpleWait {
 fn simple_registry(workload: &Workload, ticks: Ticks) -> Seen {
     let registry = Arc::new(SimpleRegistry::new(workload.fx.clone()));
     on_tokio_beside(workload, simple_loop(registry.clone(), ticks), |id| {
-        SimpleWait {
-            registry: registry.clone(),
-            id,
-            key: None,
-        }
+        registry.wait(id)
     })
 }
 
