@@ -101,7 +101,8 @@ impl Builder {
     /// After each run the pump evaluates the registered checks under the loop lock; with many
     /// slow checks, it stops once the budget is spent, lets go of the lock (so turns, kicks and
     /// calls get their turn), and goes on with the checks not yet seen as soon as it can —
-    /// without calling the C loop again. A zero budget is refused by every `build` method.
+    /// without calling the C loop again. A [`turn`](crate::Pump::turn) still returns only once
+    /// its round's checks are all done. A zero budget is refused by every `build` method.
     ///
     /// # Examples
     ///

@@ -197,15 +197,18 @@ impl Pump {
     }
 
     /// Runs the loop once now, or joins a run that started after this call; returns once that
-    /// run has finished.
+    /// run and the checks of the pump-evaluated waits after it have finished.
     ///
     /// Whoever gets the loop lock first runs the loop; everybody else who calls `turn` meanwhile
     /// shares that run instead of running it again. A run already in progress when `turn` is
     /// called does not count (it may have passed the point where it would see work the caller
     /// just submitted to the C side): `turn` waits for it to end and then runs, or joins, the
     /// next. So after `turn().await` returns `Ok`, the loop has run at least once entirely after
-    /// the call. On a pump built with [`Builder::build_with_state`], the loop's thread runs the loop
-    /// and this waits for that run.
+    /// the call, and every wait ([`wait_until`](Pump::wait_until),
+    /// [`wait_for`](Pump::wait_for)) whose condition held when it ended has been woken — even
+    /// when its checks overran the [check budget](crate::Builder::check_budget): the turn goes on
+    /// with them itself, letting go of the lock between passes. On a pump built with
+    /// [`Builder::build_with_state`], the loop's thread runs the loop and this waits for that run.
     ///
     /// # Errors
     ///

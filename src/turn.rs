@@ -59,7 +59,7 @@ impl fmt::Debug for Turn {
     }
 }
 
-/// Returns once a run that started after the call has finished.
+/// Returns once a run that started after the call has finished, and the checks of its round.
 ///
 /// A run already under way when the call came may have passed the point where it would see what
 /// the caller just did (a handle added, a request queued), so only a later one counts; a later
@@ -80,7 +80,7 @@ async fn turn(core: Arc<Core>) -> Result<(), Error> {
                 listener = core.rounds.listen();
                 core.status()?;
                 if core.rounds.now().round() > seen {
-                    return Ok(());
+                    return checks_of(&core, seen + 1).await;
                 }
                 continue;
             }
@@ -89,21 +89,45 @@ async fn turn(core: Arc<Core>) -> Result<(), Error> {
         };
         if core.rounds.now().round() > seen {
             drop(guard);
-            return core.status();
+            return checks_of(&core, seen + 1).await;
         }
         if guard.runs_on_pump_thread() {
             drop(guard);
             break;
         }
-        Cause::Turn.report(&core, guard.run(None));
-        return core.status();
+        let ran = guard.run(None);
+        let round = ran.round;
+        Cause::Turn.report(&core, ran);
+        return checks_of(&core, round).await;
     }
     // The loop lives on the pump's thread: ask it.
     if !core.drivers.any() {
         return Err(core.undriven());
     }
     core.kick();
-    ran_since(&core, seen, listener).await
+    ran_since(&core, seen, listener).await?;
+    checks_of(&core, seen + 1).await
+}
+
+/// Returns once every check of `round` has been evaluated.
+///
+/// A pass that spends its budget lets go of the lock and leaves the rest of the round to the
+/// driver; a machine that stops the thread for longer than the budget is enough. A turn's caller
+/// counts on the round being complete (a wait whose condition held at the run is woken by the
+/// time the turn returns), so the turn goes on with it itself, pass by pass, letting go of the
+/// lock between them as the driver does. Without a driver nobody else would.
+async fn checks_of(core: &Core, round: u64) -> Result<(), Error> {
+    while !core.rounds.is_checked(round) {
+        core.status()?;
+        let guard = match LoopGuard::try_new(core) {
+            Some(guard) => guard,
+            None => LoopGuard::new(core, core.loop_lock.lock().await),
+        };
+        if !core.rounds.is_checked(round) {
+            guard.go_on_checking();
+        }
+    }
+    core.status()
 }
 
 /// Waits until a run after round `seen` has finished; `listener` was made before `seen` was read.

@@ -395,6 +395,53 @@ on_every_backend! {
     }
 }
 
+#[test]
+fn a_turn_returns_with_every_check_of_its_round_done_even_past_the_budget() {
+    // Regression: a turn returned after the round's first pass. When the checks overran their
+    // budget (or the thread was stopped for longer: a busy machine is enough), the rest went on
+    // in the driver after the turn had returned, and a wait whose condition held at the run
+    // could still be pending once `turn().await` was done (criterion's `wait life` bench failed
+    // so on a loaded machine). Now the turn finishes the round itself.
+    const WAITS: usize = 1_000;
+    let done: Arc<Vec<AtomicBool>> = Arc::new((0..WAITS).map(|_| AtomicBool::new(false)).collect());
+    let pump = Pump::builder()
+        .interval(Duration::from_secs(3600))
+        .build(|| {})
+        .expect("valid settings");
+    pump.spawn_on(ffi_pump::Backend::Thread)
+        .expect("a pump thread");
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    for life in 0..3 {
+        done.iter()
+            .for_each(|flag| flag.store(false, Ordering::SeqCst));
+        let mut waits: Vec<_> = (0..WAITS)
+            .map(|id| {
+                let done = done.clone();
+                Box::pin(pump.wait_until(move || {
+                    // Slow enough that a round's checks (1 000 × 5 µs) overrun the 500 µs budget.
+                    let started = Instant::now();
+                    while started.elapsed() < Duration::from_micros(5) {}
+                    done[id].load(Ordering::SeqCst)
+                }))
+            })
+            .collect();
+        for wait in &mut waits {
+            assert!(std::future::Future::poll(wait.as_mut(), &mut cx).is_pending());
+        }
+        done.iter()
+            .for_each(|flag| flag.store(true, Ordering::SeqCst));
+        futures_lite::future::block_on(pump.turn()).expect("a turn");
+        for (id, wait) in waits.iter_mut().enumerate() {
+            let polled = std::future::Future::poll(wait.as_mut(), &mut cx);
+            assert!(
+                matches!(polled, std::task::Poll::Ready(Ok(()))),
+                "life {life}: wait {id} is {polled:?} after the turn"
+            );
+        }
+    }
+    pump.close();
+}
+
 on_every_backend! {
     fn run_once_says_what_wakes_it_run_by_run(rt: Rt) {
         rt.block_on(async {

@@ -229,8 +229,9 @@ impl<'a> LoopGuard<'a> {
                 let seen_all = core.registry.evaluate(budget, &mut woken, &mut removed);
                 // The waits not seen may hold already: their checks go on at once, with the
                 // lock let go meanwhile, and with no run (the loop has nothing new to say).
-                if !seen_all {
-                    core.demand.go_on_checking();
+                match seen_all {
+                    true => core.rounds.checked_through(round),
+                    false => core.demand.go_on_checking(),
                 }
             }
             clock.checked();
@@ -258,11 +259,13 @@ impl<'a> LoopGuard<'a> {
         {
             let _inside = Inside::enter(core.id());
             let budget = core.config.check_budget;
-            if !core
+            match core
                 .registry
                 .evaluate_rest(budget, &mut woken, &mut removed)
             {
-                core.demand.go_on_checking();
+                // No run starts while the lock is held: the round counted now is the one.
+                true => core.rounds.checked_through(core.rounds.now().round()),
+                false => core.demand.go_on_checking(),
             }
         }
         drop(self);

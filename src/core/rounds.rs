@@ -28,6 +28,10 @@ const ROUND: u64 = 1 << 2;
 #[derive(Debug)]
 pub(crate) struct Rounds {
     state: AtomicU64,
+    /// The last round whose checks were all evaluated: its first pass saw every entry, or a
+    /// pass going on with it after its budget ran out finished it. Written with the loop lock
+    /// held, only ever raised.
+    checked: AtomicU64,
     /// "The loop ran" (also sent on close): broadcast waits and turns listen, then look.
     ran: Event,
 }
@@ -60,6 +64,7 @@ impl Default for Rounds {
     fn default() -> Self {
         Rounds {
             state: AtomicU64::new(0),
+            checked: AtomicU64::new(0),
             ran: Event::new(),
         }
     }
@@ -83,6 +88,17 @@ impl Rounds {
     }
 
     /// Marks the pump closed; `true` if this call did.
+    /// Records that every check of round `round` has been evaluated.
+    pub(crate) fn checked_through(&self, round: u64) {
+        self.checked.fetch_max(round, SeqCst);
+    }
+
+    /// Whether every check of round `round` has been evaluated (or of a later round, which
+    /// evaluated them all again).
+    pub(crate) fn is_checked(&self, round: u64) -> bool {
+        self.checked.load(SeqCst) >= round
+    }
+
     pub(crate) fn close(&self) -> bool {
         let before = self.state.fetch_or(CLOSED, SeqCst);
         before & CLOSED == 0
