@@ -563,3 +563,122 @@ mod io {
         }
     }
 }
+
+/// Two waits whose checks are one closure type, so they share a registry column and a block:
+/// the first, once armed, drops the second from inside its check.
+mod a_wait_dropped_from_a_check {
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use ffi_pump::{Backend, Error, Pump};
+    use futures_lite::future::{block_on, poll_once};
+
+    type Wait = Pin<Box<dyn Future<Output = Result<(), Error>> + Send>>;
+
+    #[derive(Default)]
+    struct Shared {
+        armed: AtomicBool,
+        victim: Mutex<Option<Wait>>,
+        dropped: AtomicBool,
+        checked_after_drop: AtomicUsize,
+    }
+
+    fn check(shared: Arc<Shared>, dropper: bool) -> impl FnMut() -> bool + Send + 'static {
+        move || match dropper {
+            true if shared.armed.load(SeqCst) => {
+                drop(shared.victim.lock().unwrap().take());
+                shared.dropped.store(true, SeqCst);
+                true
+            }
+            true => false,
+            false => {
+                if shared.dropped.load(SeqCst) {
+                    shared.checked_after_drop.fetch_add(1, SeqCst);
+                }
+                false
+            }
+        }
+    }
+
+    #[test]
+    fn never_has_its_check_called_again_even_in_the_droppers_block() {
+        // Regression (found in review): whether a block's checks look at their waits' marks
+        // was decided when the block was entered; a wait dropped from a check of that block
+        // still had its check called later in it ("never called again once the drop
+        // returned", and its C object may be gone by then).
+        block_on(async {
+            let pump = Pump::builder()
+                .interval(Duration::from_secs(3600))
+                .build(|| {})
+                .expect("valid settings");
+            pump.spawn_on(Backend::Thread).expect("a pump thread");
+            let shared = Arc::new(Shared::default());
+            let mut dropper = Box::pin(pump.wait_until(check(shared.clone(), true)));
+            assert!(poll_once(&mut dropper).await.is_none());
+            let mut victim: Wait = Box::pin(pump.wait_until(check(shared.clone(), false)));
+            assert!(poll_once(&mut victim).await.is_none());
+            *shared.victim.lock().unwrap() = Some(victim);
+            shared.armed.store(true, SeqCst);
+            pump.turn().await.expect("a turn");
+            dropper.await.expect("the dropper's check held");
+            assert!(shared.dropped.load(SeqCst));
+            assert_eq!(
+                shared.checked_after_drop.load(SeqCst),
+                0,
+                "checked after its drop"
+            );
+            assert_eq!(pump.stats().pending_waits, 0);
+        });
+    }
+}
+
+#[test]
+fn waits_ended_by_a_close_or_a_refused_registration_are_no_longer_counted_pending() {
+    futures_lite::future::block_on(async {
+        let pump = Pump::builder()
+            .interval(Duration::from_secs(3600))
+            .build(|| {})
+            .expect("valid settings");
+        pump.spawn_on(ffi_pump::Backend::Thread)
+            .expect("a pump thread");
+        let mut waits: Vec<_> = (0..200)
+            .map(|_| Box::pin(pump.wait_until(|| false)))
+            .collect();
+        for wait in &mut waits {
+            assert!(futures_lite::future::poll_once(wait).await.is_none());
+        }
+        assert_eq!(pump.stats().pending_waits, 200);
+        // Half dropped before the close, half ended by it.
+        let rest = waits.split_off(100);
+        drop(waits);
+        pump.close();
+        for wait in rest {
+            assert_eq!(wait.await, Err(Error::Closed));
+        }
+        assert_eq!(pump.stats().pending_waits, 0);
+
+        // A registration refused: another thread closes the pump during the first check.
+        let pump = Pump::builder()
+            .interval(Duration::from_secs(3600))
+            .build(|| {})
+            .expect("valid settings");
+        pump.spawn_on(ffi_pump::Backend::Thread)
+            .expect("a pump thread");
+        let other = pump.clone();
+        let mut first = true;
+        let outcome = pump
+            .wait_until(move || {
+                if std::mem::take(&mut first) {
+                    let other = other.clone();
+                    std::thread::spawn(move || other.close()).join().unwrap();
+                }
+                false
+            })
+            .await;
+        assert_eq!(outcome, Err(Error::Closed));
+        assert_eq!(pump.stats().pending_waits, 0);
+    });
+}

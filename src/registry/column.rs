@@ -3,6 +3,7 @@
 //! no lock per check).
 
 use std::any::Any;
+use std::sync::atomic::Ordering::Relaxed;
 use std::task::Waker;
 use std::time::Instant;
 
@@ -129,6 +130,7 @@ impl<E: Evaluate> Typed<E> {
             return;
         };
         let slots = &mut entries[from..to];
+        let withdrawn_inside = pass.withdrawn_inside();
         // The bits of `from..to`, shifted down to bit 0.
         let bits = (*word >> (from % super::BLOCK)) & (u64::MAX >> (super::BLOCK - slots.len()));
         if bits.count_ones() as usize == slots.len() {
@@ -137,7 +139,9 @@ impl<E: Evaluate> Typed<E> {
                 let Some(entry) = slot else {
                     continue;
                 };
-                if let Some(finished) = entry.evaluate(look_for_mark) {
+                if let Some(finished) =
+                    entry.evaluate(look_for_mark || withdrawn_inside.load(Relaxed))
+                {
                     retire(slot, key, word, free, len, removed, finished, pass);
                 }
             }
@@ -151,7 +155,8 @@ impl<E: Evaluate> Typed<E> {
             let Some(entry) = slot else {
                 continue;
             };
-            if let Some(finished) = entry.evaluate(look_for_mark) {
+            if let Some(finished) = entry.evaluate(look_for_mark || withdrawn_inside.load(Relaxed))
+            {
                 let key = from + offset;
                 retire(slot, key, word, free, len, removed, finished, pass);
             }

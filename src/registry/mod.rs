@@ -26,7 +26,7 @@ use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
-use crate::sync::{fence, lock, spin_step, AtomicU64, AtomicUsize, Mutex, MutexGuard};
+use crate::sync::{fence, lock, spin_step, AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard};
 use column::{Column, Typed};
 
 /// A registered wait, as the evaluating thread sees it: its check and what it shares with the
@@ -269,6 +269,13 @@ impl<'a> Pass<'a> {
         self.look_for_marks
     }
 
+    /// Set once a check of this pass gave up a wait since the block was announced (the block's
+    /// later checks must then look at their marks).
+    #[inline(always)]
+    fn withdrawn_inside(&self) -> &'a AtomicBool {
+        &self.registry.withdrawn_inside
+    }
+
     /// Announces that nothing is evaluated any more, uncounts the marked entries the pass
     /// removed, and hands the removed entries to `removed`.
     fn end(self, slab: &mut Slab, removed: &mut Vec<Removed>) {
@@ -293,6 +300,11 @@ pub(crate) struct Registry {
     /// Entries marked cancelled and not yet removed (at least: a wait counts itself before it
     /// marks its entry).
     marked: AtomicUsize,
+    /// A wait gave up from inside a check (on the evaluating thread, so this pass's) since the
+    /// block was announced: the block's later checks look at their marks too, else a wait in
+    /// the same block as the check that dropped it could see its check called once more.
+    /// Written and read by the holder of the loop lock only.
+    withdrawn_inside: AtomicBool,
 }
 
 impl Default for Registry {
@@ -303,6 +315,7 @@ impl Default for Registry {
             slab: Mutex::default(),
             evaluating: AtomicU64::new(NO_BLOCK),
             marked: AtomicUsize::new(0),
+            withdrawn_inside: AtomicBool::new(false),
         }
     }
 }
@@ -449,6 +462,8 @@ impl Registry {
     /// A wait that saw an earlier announcement marked its entry (and counted it) before its
     /// fence, so after this fence the count and the mark are visible here.
     fn announce(&self, block: u64) -> bool {
+        // A wait given up inside the last block is counted in `marked`, read below.
+        self.withdrawn_inside.store(false, Relaxed);
         // Release: a wait that sees the next block also sees the checks of this one ended.
         self.evaluating.store(block, Release);
         fence(SeqCst);
@@ -474,8 +489,9 @@ impl Registry {
             return;
         }
         fence(SeqCst);
-        if !inside_evaluation {
-            self.wait_out(&mark.place);
+        match inside_evaluation {
+            true => self.withdrawn_inside.store(true, Relaxed),
+            false => self.wait_out(&mark.place),
         }
     }
 

@@ -174,39 +174,27 @@ where
         self.core.demand.add_pending();
         self.state = State::Registered(node.clone());
         let entry = CheckEntry { node, check };
-        let refused = match &guard {
-            // Still held, so no run slips between this check and the pump's next evaluation; the
-            // entry goes into its column as it is.
-            Some(_) => self
-                .core
-                .registry
-                .insert_evaluated(entry)
-                .err()
-                .map(drop_caught),
-            // Boxed to wait among the arrivals, whatever its type.
-            None => self
-                .core
-                .registry
-                .insert(Box::new(entry))
-                .err()
-                .map(drop_caught),
-        };
         let registered = match guard {
-            // Letting go evaluates the arrivals.
+            // Still held, so no run slips between this check and the pump's next evaluation; the
+            // entry goes into its column as it is. Letting go evaluates the arrivals.
             Some(guard) => {
+                let refused = self.core.registry.insert_evaluated(entry).err();
                 drop(guard);
-                Registered::Stored
+                // A refused entry's captures are dropped with the lock let go, as on the fast path.
+                refused.map(drop_caught).map_or(Ok(Registered::Stored), Err)
             }
-            // The holder may have let go before the entry arrived.
-            None => {
-                evaluate_arrivals(&self.core);
-                Registered::LookAtOutcome
-            }
+            // Boxed to wait among the arrivals, whatever its type; the holder may have let go
+            // before the entry arrived.
+            None => match self.core.registry.insert(Box::new(entry)) {
+                Ok(()) => {
+                    evaluate_arrivals(&self.core);
+                    Ok(Registered::LookAtOutcome)
+                }
+                Err(refused) => Err(drop_caught(refused)),
+            },
         };
-        if refused.is_some() {
-            return Err(self.core.status().err().unwrap_or(Error::Closed));
-        }
-        Ok(registered)
+        // Refused: the pump closed.
+        registered.map_err(|_| self.core.status().err().unwrap_or(Error::Closed))
     }
 }
 
