@@ -571,9 +571,8 @@ mod a_wait_dropped_from_a_check {
     use std::pin::Pin;
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
     use std::sync::{Arc, Mutex};
-    use std::time::Duration;
 
-    use ffi_pump::{Backend, Error, Pump};
+    use ffi_pump::Error;
     use futures_lite::future::{block_on, poll_once};
 
     type Wait = Pin<Box<dyn Future<Output = Result<(), Error>> + Send>>;
@@ -610,11 +609,7 @@ mod a_wait_dropped_from_a_check {
         // still had its check called later in it ("never called again once the drop
         // returned", and its C object may be gone by then).
         block_on(async {
-            let pump = Pump::builder()
-                .interval(Duration::from_secs(3600))
-                .build(|| {})
-                .expect("valid settings");
-            pump.spawn_on(Backend::Thread).expect("a pump thread");
+            let pump = crate::common::turned_only();
             let shared = Arc::new(Shared::default());
             let mut dropper = Box::pin(pump.wait_until(check(shared.clone(), true)));
             assert!(poll_once(&mut dropper).await.is_none());
@@ -638,12 +633,7 @@ mod a_wait_dropped_from_a_check {
 #[test]
 fn waits_ended_by_a_close_or_a_refused_registration_are_no_longer_counted_pending() {
     futures_lite::future::block_on(async {
-        let pump = Pump::builder()
-            .interval(Duration::from_secs(3600))
-            .build(|| {})
-            .expect("valid settings");
-        pump.spawn_on(ffi_pump::Backend::Thread)
-            .expect("a pump thread");
+        let pump = common::turned_only();
         let mut waits: Vec<_> = (0..200)
             .map(|_| Box::pin(pump.wait_until(|| false)))
             .collect();
@@ -661,12 +651,7 @@ fn waits_ended_by_a_close_or_a_refused_registration_are_no_longer_counted_pendin
         assert_eq!(pump.stats().pending_waits, 0);
 
         // A registration refused: another thread closes the pump during the first check.
-        let pump = Pump::builder()
-            .interval(Duration::from_secs(3600))
-            .build(|| {})
-            .expect("valid settings");
-        pump.spawn_on(ffi_pump::Backend::Thread)
-            .expect("a pump thread");
+        let pump = common::turned_only();
         let other = pump.clone();
         let mut first = true;
         let outcome = pump

@@ -404,12 +404,7 @@ fn a_turn_returns_with_every_check_of_its_round_done_even_past_the_budget() {
     // so on a loaded machine). Now the turn finishes the round itself.
     const WAITS: usize = 1_000;
     let done: Arc<Vec<AtomicBool>> = Arc::new((0..WAITS).map(|_| AtomicBool::new(false)).collect());
-    let pump = Pump::builder()
-        .interval(Duration::from_secs(3600))
-        .build(|| {})
-        .expect("valid settings");
-    pump.spawn_on(ffi_pump::Backend::Thread)
-        .expect("a pump thread");
+    let pump = common::turned_only();
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
     for life in 0..3 {
         done.iter()

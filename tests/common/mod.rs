@@ -117,6 +117,12 @@ impl Rt {
     }
 }
 
+/// A pump around a loop that does nothing, driven by a thread of its own, whose timer never
+/// fires within a test: only `turn()` (and what waits ask for) runs it.
+pub fn turned_only() -> Pump {
+    Rt::Thread.pump_with(Pump::builder().interval(Duration::from_secs(3600)), || {})
+}
+
 /// Generates one `#[test]` per backend compiled in, each running `body` with that `Rt`.
 #[macro_export]
 macro_rules! on_every_backend {
