@@ -87,7 +87,6 @@ impl Rounds {
         Snapshot(before).round() + 1
     }
 
-    /// Marks the pump closed; `true` if this call did.
     /// Records that every check of round `round` has been evaluated.
     pub(crate) fn checked_through(&self, round: u64) {
         self.checked.fetch_max(round, SeqCst);
@@ -99,6 +98,7 @@ impl Rounds {
         self.checked.load(SeqCst) >= round
     }
 
+    /// Marks the pump closed; `true` if this call did.
     pub(crate) fn close(&self) -> bool {
         let before = self.state.fetch_or(CLOSED, SeqCst);
         before & CLOSED == 0
@@ -139,5 +139,15 @@ mod tests {
             "a run finishing on a closed pump still counts"
         );
         assert!(rounds.now().is_closed());
+    }
+
+    #[test]
+    fn a_rounds_checks_are_done_once_it_or_a_later_round_says_so() {
+        let rounds = Rounds::default();
+        assert!(!rounds.is_checked(1));
+        rounds.checked_through(2);
+        assert!(rounds.is_checked(1) && rounds.is_checked(2) && !rounds.is_checked(3));
+        rounds.checked_through(1);
+        assert!(rounds.is_checked(2), "never lowered");
     }
 }
