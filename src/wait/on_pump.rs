@@ -174,14 +174,15 @@ where
         self.core.demand.add_pending();
         self.state = State::Registered(node.clone());
         let entry = CheckEntry { node, check };
+        // `Err` once the pump closed: the registry refuses the entry.
         let registered = match guard {
             // Still held, so no run slips between this check and the pump's next evaluation; the
             // entry goes into its column as it is. Letting go evaluates the arrivals.
             Some(guard) => {
-                let refused = self.core.registry.insert_evaluated(entry).err();
+                let refused = self.core.registry.insert_evaluated(entry);
                 drop(guard);
                 // A refused entry's captures are dropped with the lock let go, as on the fast path.
-                refused.map(drop_caught).map_or(Ok(Registered::Stored), Err)
+                refused.map(|()| Registered::Stored).map_err(drop_caught)
             }
             // Boxed to wait among the arrivals, whatever its type; the holder may have let go
             // before the entry arrived.
@@ -193,8 +194,7 @@ where
                 Err(refused) => Err(drop_caught(refused)),
             },
         };
-        // Refused: the pump closed.
-        registered.map_err(|_| self.core.status().err().unwrap_or(Error::Closed))
+        registered.map_err(|_drop_panicked| self.core.status().err().unwrap_or(Error::Closed))
     }
 }
 
