@@ -103,11 +103,6 @@ pub(crate) async fn drive<L: FnMut(Cause) -> Next>(
             }
             Step::Stop => return,
         }
-        // A run slower than the interval leaves the timer overdue (and a kick may be waiting
-        // already): without handing the thread back here, the driver would run the loop again
-        // and again without ever returning `Pending`, and a one-thread executor would run
-        // nothing else.
-        futures_lite::future::yield_now().await;
     }
 }
 

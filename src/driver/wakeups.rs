@@ -50,6 +50,9 @@ pub(crate) struct Wakeups<'a> {
     /// left running from one sleep to the next, not re-armed. Cleared while idle: the ticks
     /// missed asleep are not owed.
     ticking: bool,
+    /// The driver has not handed its thread back since the last step: a step that is due at
+    /// once waits for one yield first.
+    owes_yield: bool,
 }
 
 impl<'a> Wakeups<'a> {
@@ -76,11 +79,31 @@ impl<'a> Wakeups<'a> {
                 .map_err(Error::Trigger)?,
             after_readiness: false,
             ticking: false,
+            owes_yield: false,
         })
     }
 
     /// The next cause of a run; sleeps while there is none (and while the pump is idle).
+    ///
+    /// Between two steps the driver returns `Pending` at least once: a run slower than the
+    /// interval leaves the timer overdue (and a kick may be waiting already), and without that
+    /// the driver would run the loop again and again and a one-thread executor would run nothing
+    /// else. It yields only then: a step it slept for costs no extra trip through the executor
+    /// (on tokio, that trip would wake the other worker once per run).
     pub(crate) async fn next(&mut self) -> Step {
+        let step = self.decide().await;
+        self.owes_yield = true;
+        step
+    }
+
+    /// Hands the thread back once if no sleep did since the last step.
+    async fn pay_yield(&mut self) {
+        if std::mem::take(&mut self.owes_yield) {
+            futures_lite::future::yield_now().await;
+        }
+    }
+
+    async fn decide(&mut self) -> Step {
         let core = self.core;
         if std::mem::take(&mut self.after_readiness) {
             if let Some(Err(kind)) = self.watch.as_ref().map(|w| w.trigger().is_open()) {
@@ -92,11 +115,17 @@ impl<'a> Wakeups<'a> {
             if core.is_closed() {
                 return Step::Stop;
             }
-            if core.demand.take_kick() {
+            // A kick or a request is taken only after the yield owed: a driver dropped while
+            // it yields loses none.
+            if !self.owes_yield && core.demand.take_kick() {
                 return Step::Run(Cause::Kick);
             }
-            if core.demand.take_checks() {
+            if !self.owes_yield && core.demand.take_checks() {
                 return Step::Check;
+            }
+            if core.demand.has_work() {
+                self.pay_yield().await;
+                continue;
             }
             let demand = core.demand.listen();
             if core.is_closed() || core.demand.has_work() {
@@ -129,18 +158,27 @@ impl<'a> Wakeups<'a> {
                 }
             }
             let timer = &mut self.timer;
-            let woke = async {
-                if idle {
-                    return std::future::pending().await;
+            let (woke, slept) = noting_sleep(
+                async {
+                    if idle {
+                        return std::future::pending().await;
+                    }
+                    timer.next().await.map_or(Woke::Demand, Woke::Timer)
                 }
-                timer.next().await.map_or(Woke::Demand, Woke::Timer)
-            }
-            .or(async {
-                demand.await;
-                Woke::Demand
-            })
-            .or(readiness(self.watch.as_ref()))
+                .or(async {
+                    demand.await;
+                    Woke::Demand
+                })
+                .or(readiness(self.watch.as_ref())),
+            )
             .await;
+            if slept {
+                self.owes_yield = false;
+            } else if !matches!(woke, Woke::Demand) {
+                // A timer or readiness due at once: both are still due after the yield, or
+                // due again for a standby driver if this one is dropped in it.
+                self.pay_yield().await;
+            }
             match woke {
                 // The last wait may have ended while the timer ran: an idle pump does not run.
                 Woke::Timer(due) if !core.demand.is_idle() => return Step::Run(self.cause(due)),
@@ -170,6 +208,19 @@ impl<'a> Wakeups<'a> {
         }
         Cause::Tick
     }
+}
+
+/// `future`'s output, and whether it returned `Pending` on the way.
+async fn noting_sleep<F: std::future::Future>(future: F) -> (F::Output, bool) {
+    let mut future = std::pin::pin!(future);
+    let mut slept = false;
+    let output = std::future::poll_fn(|cx| {
+        let poll = future.as_mut().poll(cx);
+        slept |= poll.is_pending();
+        poll
+    })
+    .await;
+    (output, slept)
 }
 
 /// Readiness of the pump's trigger, if it has one; otherwise never.
