@@ -4,13 +4,13 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
-use std::task::Waker;
 
 use async_lock::{Mutex, MutexGuard, MutexGuardArc};
 
+use super::pass_buffers::Buffers;
 use super::Core;
 use crate::reentry::Inside;
-use crate::registry::{LeftToDo, Removed};
+use crate::registry::LeftToDo;
 use crate::sync::fence;
 use crate::trace::RoundClock;
 use crate::unwind::DropCaught;
@@ -203,8 +203,8 @@ impl<'a> LoopGuard<'a> {
     /// to report.
     pub(crate) fn run(mut self, local: Option<&mut dyn FnMut() -> Next>) -> Ran {
         let core = self.core;
-        let mut woken = Vec::new();
-        let mut removed = Vec::new();
+        let mut buffers = core.pass_buffers.take();
+        let Buffers { woken, removed } = &mut buffers;
         let mut clock = RoundClock::start();
         let (outcome, round) = {
             let _inside = Inside::enter(core.id());
@@ -226,7 +226,7 @@ impl<'a> LoopGuard<'a> {
                 // A new round of checks. A request to go on with the last one may still be set:
                 // it then finds the round done, at the cost of a look per column.
                 let budget = core.config.check_budget;
-                let seen_all = core.registry.evaluate(budget, &mut woken, &mut removed);
+                let seen_all = core.registry.evaluate(budget, woken, removed);
                 // The waits not seen may hold already: their checks go on at once, with the
                 // lock let go meanwhile, and with no run (the loop has nothing new to say).
                 match seen_all {
@@ -241,8 +241,8 @@ impl<'a> LoopGuard<'a> {
             core.fail(Error::Panicked);
         }
         drop(self);
-        let evaluated = woken.len();
-        wake(woken, removed);
+        let evaluated = buffers.woken.len();
+        core.pass_buffers.wake(buffers);
         let listening = core.rounds.announce();
         Ran {
             round,
@@ -254,22 +254,19 @@ impl<'a> LoopGuard<'a> {
     /// Goes on with the checks of a round that a pass left for lack of time, and lets go.
     pub(crate) fn go_on_checking(self) {
         let core = self.core;
-        let mut woken = Vec::new();
-        let mut removed = Vec::new();
+        let mut buffers = core.pass_buffers.take();
         {
             let _inside = Inside::enter(core.id());
             let budget = core.config.check_budget;
-            match core
-                .registry
-                .evaluate_rest(budget, &mut woken, &mut removed)
-            {
+            let Buffers { woken, removed } = &mut buffers;
+            match core.registry.evaluate_rest(budget, woken, removed) {
                 // No run starts while the lock is held: the round counted now is the one.
                 true => core.rounds.checked_through(core.rounds.now().round()),
                 false => core.demand.go_on_checking(),
             }
         }
         drop(self);
-        wake(woken, removed);
+        core.pass_buffers.wake(buffers);
     }
 }
 
@@ -313,24 +310,15 @@ pub(crate) fn evaluate_arrivals(core: &Core) {
         let Some(raw) = core.loop_lock.try_lock() else {
             return;
         };
-        let mut woken = Vec::new();
-        let mut removed = Vec::new();
+        let mut buffers = core.pass_buffers.take();
         {
             let _inside = Inside::enter(core.id());
-            core.registry.evaluate_arrivals(&mut woken, &mut removed);
+            let Buffers { woken, removed } = &mut buffers;
+            core.registry.evaluate_arrivals(woken, removed);
         }
         core.loop_lock.release(raw);
-        wake(woken, removed);
+        core.pass_buffers.wake(buffers);
     }
-}
-
-/// After an evaluation, with the loop lock let go: wakes the waits whose check succeeded, then
-/// drops the entries taken out (what their checks captured may run user code on drop).
-fn wake(woken: Vec<Waker>, removed: Vec<Removed>) {
-    for waker in woken {
-        waker.wake();
-    }
-    crate::registry::drop_removed(removed);
 }
 
 #[cfg(all(test, loom))]

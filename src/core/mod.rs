@@ -38,6 +38,7 @@ mod deadline;
 mod demand;
 mod drivers;
 mod loop_lock;
+mod pass_buffers;
 mod rounds;
 
 pub(crate) use close::{Close, CloseHook};
@@ -45,6 +46,7 @@ pub(crate) use deadline::NextRun;
 pub(crate) use demand::Demand;
 pub(crate) use drivers::{Active, Drivers};
 pub(crate) use loop_lock::{evaluate_arrivals, Lock, LoopGuard, LoopLock, Ran, Runner};
+pub(crate) use pass_buffers::PassBuffers;
 pub(crate) use rounds::Rounds;
 
 use std::sync::Arc;
@@ -81,6 +83,8 @@ pub(crate) struct Core {
     pub(crate) demand: Demand,
     pub(crate) close: Close,
     pub(crate) registry: Registry,
+    /// The memory of the passes over the registry, reused round after round.
+    pub(crate) pass_buffers: PassBuffers,
     pub(crate) drivers: Drivers,
     /// What the last run said about the next ([`Next`](crate::Next)).
     pub(crate) next: NextRun,
@@ -107,6 +111,7 @@ impl Core {
             demand: Demand::new(config.idle_stop),
             close: Close::default(),
             registry: Registry::default(),
+            pass_buffers: PassBuffers::default(),
             drivers: Drivers::default(),
             // A pump that may not tick has not heard from its loop yet: its first run is due at
             // once.

@@ -4,10 +4,13 @@
 
 use std::any::Any;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 use std::task::Waker;
 use std::time::Instant;
 
-use super::{Evaluate, Finished, Pass, Place, Removed};
+use super::{Batch, Evaluate, Finished, Pass, Place, Removed};
+use crate::sync::{lock, Mutex};
+use crate::unwind::drop_each_caught;
 
 // A block's slots are one word of `Typed::occupied`.
 const _: () = assert!(super::BLOCK == u64::BITS as usize);
@@ -61,6 +64,8 @@ pub(super) struct Typed<E> {
     /// they arrived, and the round's walk stays within these.
     round_size: usize,
     removed: Vec<E>,
+    /// The memory of the last batch of removed entries, given back once they were dropped.
+    spare: Arc<Mutex<Vec<E>>>,
 }
 
 impl<E: Evaluate> Typed<E> {
@@ -75,6 +80,7 @@ impl<E: Evaluate> Typed<E> {
             left: 0,
             round_size: 0,
             removed: Vec::new(),
+            spare: Arc::default(),
         }
     }
 
@@ -256,11 +262,33 @@ impl<E: Evaluate> Column for Typed<E> {
         if self.removed.is_empty() {
             return None;
         }
-        Some(Box::new(std::mem::take(&mut self.removed)))
+        let spare = std::mem::take(&mut *lock(&self.spare));
+        Some(Box::new(Recycled {
+            entries: std::mem::replace(&mut self.removed, spare),
+            home: self.spare.clone(),
+        }))
     }
 
     fn as_any(&mut self) -> &mut dyn Any {
         self
+    }
+}
+
+/// A batch of a column's removed entries, whose vector goes back to the column once they are
+/// dropped: a round's removals reuse its memory instead of growing a new vector (see
+/// [`PassBuffers`](crate::core::PassBuffers) for why that matters).
+struct Recycled<E> {
+    entries: Vec<E>,
+    home: Arc<Mutex<Vec<E>>>,
+}
+
+impl<E: Send> Batch for Recycled<E> {
+    fn drop_each(mut self: Box<Self>) {
+        drop_each_caught(self.entries.drain(..));
+        let mut home = lock(&self.home);
+        if home.capacity() < self.entries.capacity() {
+            *home = std::mem::take(&mut self.entries);
+        }
     }
 }
 

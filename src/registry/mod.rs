@@ -92,14 +92,8 @@ pub(crate) trait Batch: Send {
     fn drop_each(self: Box<Self>);
 }
 
-impl<E: Send> Batch for Vec<E> {
-    fn drop_each(self: Box<Self>) {
-        crate::unwind::drop_each_caught(*self);
-    }
-}
-
 /// Drops what evaluations or sweeps took out, with no lock held.
-pub(crate) fn drop_removed(removed: Vec<Removed>) {
+pub(crate) fn drop_removed(removed: impl IntoIterator<Item = Removed>) {
     for batch in removed {
         batch.drop_each();
     }
