@@ -2,8 +2,10 @@
 
 use std::task::Waker;
 
+use std::sync::atomic::Ordering::Relaxed;
+
 use crate::registry::{drop_removed, Removed};
-use crate::sync::{lock, Mutex};
+use crate::sync::{lock, AtomicBool, Mutex};
 
 /// What a pass over the checks hands out once it lets go of the loop lock: the wakers of the
 /// waits it completed, and the entries it took out (dropped with no lock held). The vectors are
@@ -22,11 +24,17 @@ pub(crate) struct Buffers {
 #[derive(Default)]
 pub(crate) struct PassBuffers {
     spare: Mutex<Buffers>,
+    /// `spare` holds memory: a pump whose passes never wake anything takes no lock for it.
+    kept: AtomicBool,
 }
 
 impl PassBuffers {
     /// The spare buffers (empty), or new ones if another pass holds them.
     pub(crate) fn take(&self) -> Buffers {
+        if !self.kept.load(Relaxed) {
+            return Buffers::default();
+        }
+        self.kept.store(false, Relaxed);
         std::mem::take(&mut *lock(&self.spare))
     }
 
@@ -36,6 +44,9 @@ impl PassBuffers {
             waker.wake();
         }
         drop_removed(buffers.removed.drain(..));
+        if buffers.woken.capacity() == 0 && buffers.removed.capacity() == 0 {
+            return;
+        }
         let mut spare = lock(&self.spare);
         if spare.woken.capacity() < buffers.woken.capacity() {
             spare.woken = buffers.woken;
@@ -43,5 +54,45 @@ impl PassBuffers {
         if spare.removed.capacity() < buffers.removed.capacity() {
             spare.removed = buffers.removed;
         }
+        self.kept.store(true, Relaxed);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    use std::sync::Arc;
+    use std::task::{Wake, Waker};
+
+    use super::PassBuffers;
+
+    struct Counted(AtomicUsize);
+
+    impl Wake for Counted {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, SeqCst);
+        }
+    }
+
+    #[test]
+    fn wakes_every_waker_then_keeps_the_memory_for_the_next_pass() {
+        let counted = Arc::new(Counted(AtomicUsize::new(0)));
+        let home = PassBuffers::default();
+        let mut buffers = home.take();
+        buffers
+            .woken
+            .extend((0..300).map(|_| Waker::from(counted.clone())));
+        let grown = buffers.woken.capacity();
+        home.wake(buffers);
+        assert_eq!(counted.0.load(SeqCst), 300, "every waker woken once");
+        let next = home.take();
+        assert!(next.woken.is_empty());
+        assert!(
+            next.woken.capacity() >= grown,
+            "the next pass starts with the last one's memory ({} < {grown})",
+            next.woken.capacity()
+        );
+        // Taken meanwhile: another pass starts from nothing rather than wait.
+        assert_eq!(home.take().woken.capacity(), 0);
     }
 }

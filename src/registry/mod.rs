@@ -562,6 +562,7 @@ impl Registry {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
     use std::sync::{Arc, Mutex};
     use std::task::Waker;
     use std::time::Duration;
@@ -634,5 +635,58 @@ mod tests {
         round_with_arrivals(&registry, &counts, 400);
         round_with_arrivals(&registry, &counts, 100);
         round_with_arrivals(&registry, &counts, 0);
+    }
+
+    /// An entry that finishes at its first evaluation and counts its drops.
+    struct Finishes(Arc<AtomicUsize>);
+
+    impl Evaluate for Finishes {
+        fn evaluate(&mut self, _: bool) -> Option<Finished> {
+            Some(Finished {
+                waker: None,
+                marked: false,
+            })
+        }
+
+        fn is_cancelled(&self) -> bool {
+            false
+        }
+
+        fn abandon(&self) -> Option<Waker> {
+            None
+        }
+
+        fn stored_at(&self, _: u64) {}
+    }
+
+    impl Drop for Finishes {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, SeqCst);
+        }
+    }
+
+    #[test]
+    fn finished_entries_are_dropped_once_each_by_the_caller_batch_after_batch() {
+        let registry = Registry::default();
+        let drops = Arc::new(AtomicUsize::new(0));
+        for batch in 1..=3 {
+            for _ in 0..300 {
+                let entry: Entry = Box::new(Finishes(drops.clone()));
+                assert!(registry.insert(entry).is_ok());
+            }
+            let mut removed = Vec::new();
+            registry.evaluate_arrivals(&mut Vec::new(), &mut removed);
+            assert_eq!(
+                drops.load(SeqCst),
+                300 * (batch - 1),
+                "none dropped under the lock"
+            );
+            super::drop_removed(removed);
+            assert_eq!(
+                drops.load(SeqCst),
+                300 * batch,
+                "each dropped once by the caller"
+            );
+        }
     }
 }
