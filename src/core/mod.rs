@@ -239,7 +239,7 @@ pub(crate) mod loom_support {
     use loom::sync::atomic::AtomicUsize;
 
     use super::{Config, Core, Runner};
-    use crate::registry::{Entry, Evaluate, Finished};
+    use crate::registry::{Entry, Evaluate, Evaluated, Finished};
     use crate::Strategy;
 
     pub(crate) fn core() -> Arc<Core> {
@@ -284,12 +284,21 @@ pub(crate) mod loom_support {
     }
 
     impl Evaluate for Counting {
-        fn evaluate(&mut self, _: bool) -> Option<Finished> {
+        type Checked = ();
+
+        fn evaluate(&mut self, _: bool) -> Evaluated<()> {
             self.ends.evaluated.fetch_add(1, SeqCst);
-            self.finishes.then_some(Finished {
+            match self.finishes {
+                true => Evaluated::Checked(()),
+                false => Evaluated::Pending,
+            }
+        }
+
+        fn finish(&self, (): ()) -> Finished {
+            Finished {
                 waker: None,
                 marked: false,
-            })
+            }
         }
 
         fn is_cancelled(&self) -> bool {

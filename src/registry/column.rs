@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::task::Waker;
 use std::time::Instant;
 
-use super::{Batch, Evaluate, Finished, Pass, Place, Removed};
+use super::{Batch, Evaluate, Evaluated, Finished, Pass, Place, Removed};
 use crate::sync::{lock, Mutex};
 use crate::unwind::drop_each_caught;
 
@@ -46,7 +46,7 @@ pub(super) trait Column: Send {
 }
 
 /// The column of entries of type `E`.
-pub(super) struct Typed<E> {
+pub(super) struct Typed<E: Evaluate> {
     index: u32,
     entries: Vec<Option<E>>,
     /// A bit per key, set while its slot holds an entry, a word per block of
@@ -64,6 +64,9 @@ pub(super) struct Typed<E> {
     /// they arrived, and the round's walk stays within these.
     round_size: usize,
     removed: Vec<E>,
+    /// The entries of `removed` (by index) that their checks ended this pass, with what the
+    /// checks gave, until [`Typed::finish_checked`] tells their waits.
+    checked: Vec<(usize, E::Checked)>,
     /// The memory of the last batch of removed entries, given back once they were dropped.
     spare: Arc<Mutex<Vec<E>>>,
 }
@@ -80,6 +83,7 @@ impl<E: Evaluate> Typed<E> {
             left: 0,
             round_size: 0,
             removed: Vec::new(),
+            checked: Vec::new(),
             spare: Arc::default(),
         }
     }
@@ -130,6 +134,7 @@ impl<E: Evaluate> Typed<E> {
             free,
             len,
             removed,
+            checked,
             ..
         } = self;
         let Some(word) = occupied.get_mut(from / super::BLOCK) else {
@@ -145,10 +150,9 @@ impl<E: Evaluate> Typed<E> {
                 let Some(entry) = slot else {
                     continue;
                 };
-                if let Some(finished) =
-                    entry.evaluate(look_for_mark || withdrawn_inside.load(Relaxed))
-                {
-                    retire(slot, key, word, free, len, removed, finished, pass);
+                match entry.evaluate(look_for_mark || withdrawn_inside.load(Relaxed)) {
+                    Evaluated::Pending => {}
+                    ended => retire(slot, key, word, free, len, removed, checked, ended, pass),
                 }
             }
             return;
@@ -161,34 +165,34 @@ impl<E: Evaluate> Typed<E> {
             let Some(entry) = slot else {
                 continue;
             };
-            if let Some(finished) = entry.evaluate(look_for_mark || withdrawn_inside.load(Relaxed))
-            {
-                let key = from + offset;
-                retire(slot, key, word, free, len, removed, finished, pass);
+            match entry.evaluate(look_for_mark || withdrawn_inside.load(Relaxed)) {
+                Evaluated::Pending => {}
+                ended => {
+                    let key = from + offset;
+                    retire(slot, key, word, free, len, removed, checked, ended, pass);
+                }
             }
         }
     }
 
-    /// Gives back the memory of a past burst of waits once none is left.
-    fn shrink_if_empty(&mut self) {
-        if self.len == 0 && !self.entries.is_empty() {
-            self.entries = Vec::new();
-            self.occupied = Vec::new();
-            self.free = Vec::new();
-            self.cursor = 0;
-            self.left = 0;
-            self.round_size = 0;
+    /// Tells the waits of the entries this pass's checks ended: their shared states all
+    /// fetched first, then each finished (see [`Evaluate::prefetch`]).
+    fn finish_checked(&mut self, pass: &mut Pass<'_>) {
+        if self.checked.is_empty() {
+            return;
+        }
+        for &(at, _) in &self.checked {
+            self.removed[at].prefetch();
+        }
+        for (at, checked) in self.checked.drain(..) {
+            let Finished { waker, marked } = self.removed[at].finish(checked);
+            pass.woken.extend(waker);
+            pass.unmarked += usize::from(marked);
         }
     }
-}
 
-impl<E: Evaluate> Column for Typed<E> {
-    fn begin_round(&mut self) {
-        self.round_size = self.entries.len();
-        self.left = self.round_size;
-    }
-
-    fn evaluate(&mut self, pass: &mut Pass<'_>) -> bool {
+    /// The walk of [`Column::evaluate`], its ended entries not yet finished.
+    fn walk(&mut self, pass: &mut Pass<'_>) -> bool {
         if self.len == 0 {
             self.shrink_if_empty();
             return true;
@@ -230,9 +234,35 @@ impl<E: Evaluate> Column for Typed<E> {
         true
     }
 
+    /// Gives back the memory of a past burst of waits once none is left.
+    fn shrink_if_empty(&mut self) {
+        if self.len == 0 && !self.entries.is_empty() {
+            self.entries = Vec::new();
+            self.occupied = Vec::new();
+            self.free = Vec::new();
+            self.cursor = 0;
+            self.left = 0;
+            self.round_size = 0;
+        }
+    }
+}
+
+impl<E: Evaluate> Column for Typed<E> {
+    fn begin_round(&mut self) {
+        self.round_size = self.entries.len();
+        self.left = self.round_size;
+    }
+
+    fn evaluate(&mut self, pass: &mut Pass<'_>) -> bool {
+        let seen_all = self.walk(pass);
+        self.finish_checked(pass);
+        seen_all
+    }
+
     fn evaluate_key(&mut self, key: usize, pass: &mut Pass<'_>) {
         let look_for_mark = pass.look_for_marks;
         self.evaluate_block(key, key + 1, look_for_mark, pass);
+        self.finish_checked(pass);
     }
 
     fn sweep(&mut self) -> usize {
@@ -259,6 +289,7 @@ impl<E: Evaluate> Column for Typed<E> {
     }
 
     fn take_removed(&mut self) -> Option<Removed> {
+        debug_assert!(self.checked.is_empty(), "every ended entry's wait told");
         if self.removed.is_empty() {
             return None;
         }
@@ -310,23 +341,27 @@ fn vacate<E>(
     entry
 }
 
-/// Takes the finished entry in `slot` (key `key`, its bit in `word`) out of its column, for its
-/// drop once no lock is held, and hands its waker to the pass.
+/// Takes the entry in `slot` (key `key`, its bit in `word`), which its check ended or whose wait
+/// gave up, out of its column, for its drop once no lock is held; an ended one waits in `checked`
+/// for [`Typed::finish_checked`].
 #[cold]
 #[inline(never)]
 #[allow(clippy::too_many_arguments)] // the column's fields, borrowed apart around the pass's loop
-fn retire<E>(
+fn retire<E: Evaluate>(
     slot: &mut Option<E>,
     key: usize,
     word: &mut u64,
     free: &mut Vec<usize>,
     len: &mut usize,
     removed: &mut Vec<E>,
-    finished: Finished,
+    checked: &mut Vec<(usize, E::Checked)>,
+    ended: Evaluated<E::Checked>,
     pass: &mut Pass<'_>,
 ) {
     removed.extend(vacate(slot, key, word, free, len));
-    let Finished { waker, marked } = finished;
-    pass.woken.extend(waker);
-    pass.unmarked += usize::from(marked);
+    match ended {
+        Evaluated::Checked(value) => checked.push((removed.len() - 1, value)),
+        Evaluated::GaveUp => pass.unmarked += 1,
+        Evaluated::Pending => unreachable!("a pending entry stays"),
+    }
 }

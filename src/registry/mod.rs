@@ -32,14 +32,26 @@ use column::{Column, Typed};
 /// A registered wait, as the evaluating thread sees it: its check and what it shares with the
 /// wait (its [`Mark`] among it).
 pub(crate) trait Evaluate: Send + 'static {
-    /// Runs the check once, unless `look_for_mark` and the wait gave up. `Some` when the entry is
-    /// finished (completed, its check panicked, or cancelled): the registry removes it and wakes
-    /// the waker.
+    /// What a check that ended its wait hands to [`Evaluate::finish`].
+    type Checked: Send;
+
+    /// Runs the check once, unless `look_for_mark` and the wait gave up. Unless
+    /// [`Evaluated::Pending`], the registry removes the entry.
     ///
     /// Called only under the loop lock, inside an announced block (or before the entry is in
     /// the registry at all), with `look_for_mark` unless no entry was marked when the block was
     /// announced.
-    fn evaluate(&mut self, look_for_mark: bool) -> Option<Finished>;
+    fn evaluate(&mut self, look_for_mark: bool) -> Evaluated<Self::Checked>;
+
+    /// Starts fetching the state the entry shares with its wait, which [`Evaluate::finish`] is
+    /// about to write. That state was allocated by the wait and last touched on its thread, so
+    /// reaching it is likely a cache miss: a pass touches the state of every entry its checks
+    /// ended before it finishes any, and the misses overlap instead of each stalling the pass.
+    fn prefetch(&self) {}
+
+    /// Tells the wait that its check ended it, with `checked`, after the pass's walk over the
+    /// entry's column (the wait may have given up meanwhile: [`Finished::marked`]).
+    fn finish(&self, checked: Self::Checked) -> Finished;
 
     /// Whether the wait gave up on this entry.
     fn is_cancelled(&self) -> bool;
@@ -51,7 +63,17 @@ pub(crate) trait Evaluate: Send + 'static {
     fn stored_at(&self, place: u64);
 }
 
-/// An entry that leaves the registry.
+/// What [`Evaluate::evaluate`] found.
+pub(crate) enum Evaluated<C> {
+    /// The check did not end the wait.
+    Pending,
+    /// The wait had given up (its mark counted in [`Registry::marked`]); its check did not run.
+    GaveUp,
+    /// The check ended the wait (succeeded or panicked), with this, for [`Evaluate::finish`].
+    Checked(C),
+}
+
+/// A wait its check ended, told so.
 pub(crate) struct Finished {
     /// The wait's waker, if it polled and did not give up.
     pub(crate) waker: Option<Waker>,
@@ -567,7 +589,7 @@ mod tests {
     use std::task::Waker;
     use std::time::Duration;
 
-    use super::{Entry, Evaluate, Finished, Registry};
+    use super::{Entry, Evaluate, Evaluated, Finished, Registry};
 
     /// An entry that counts its evaluations and never finishes.
     struct Probe {
@@ -576,9 +598,15 @@ mod tests {
     }
 
     impl Evaluate for Probe {
-        fn evaluate(&mut self, _: bool) -> Option<Finished> {
+        type Checked = ();
+
+        fn evaluate(&mut self, _: bool) -> Evaluated<()> {
             self.counts.lock().unwrap()[self.id] += 1;
-            None
+            Evaluated::Pending
+        }
+
+        fn finish(&self, (): ()) -> Finished {
+            unreachable!("a probe's check never ends its wait")
         }
 
         fn is_cancelled(&self) -> bool {
@@ -641,11 +669,17 @@ mod tests {
     struct Finishes(Arc<AtomicUsize>);
 
     impl Evaluate for Finishes {
-        fn evaluate(&mut self, _: bool) -> Option<Finished> {
-            Some(Finished {
+        type Checked = ();
+
+        fn evaluate(&mut self, _: bool) -> Evaluated<()> {
+            Evaluated::Checked(())
+        }
+
+        fn finish(&self, (): ()) -> Finished {
+            Finished {
                 waker: None,
                 marked: false,
-            })
+            }
         }
 
         fn is_cancelled(&self) -> bool {

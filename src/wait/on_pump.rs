@@ -9,7 +9,7 @@ use std::task::{Context, Poll, Waker};
 use super::{Check, Wait};
 use crate::core::{evaluate_arrivals, Core, LoopGuard};
 use crate::reentry;
-use crate::registry::{Evaluate, Finished, Mark};
+use crate::registry::{Evaluate, Evaluated, Finished, Mark};
 use crate::sync::{lock, Mutex};
 use crate::unwind::drop_caught;
 use crate::Error;
@@ -54,24 +54,34 @@ where
     C: Check<Output = T> + Send + 'static,
     T: Send + 'static,
 {
+    /// The check's value, or its panic.
+    type Checked = Result<T, Box<dyn Any + Send>>;
+
     #[inline]
-    fn evaluate(&mut self, look_for_mark: bool) -> Option<Finished> {
+    fn evaluate(&mut self, look_for_mark: bool) -> Evaluated<Self::Checked> {
         // Once a wait has given up, its check never runs again (its C object may be gone).
         if look_for_mark && self.node.mark.is_cancelled() {
-            return Some(Finished {
-                waker: None,
-                marked: true,
-            });
+            return Evaluated::GaveUp;
         }
-        let outcome = match catch_unwind(AssertUnwindSafe(|| self.check.check())) {
-            Ok(None) => return None,
-            Ok(Some(value)) => Outcome::Ready(value),
-            Err(panic) => Outcome::CheckPanicked(panic),
-        };
-        Some(Finished {
+        match catch_unwind(AssertUnwindSafe(|| self.check.check())) {
+            Ok(None) => Evaluated::Pending,
+            Ok(Some(value)) => Evaluated::Checked(Ok(value)),
+            Err(panic) => Evaluated::Checked(Err(panic)),
+        }
+    }
+
+    fn prefetch(&self) {
+        std::hint::black_box(self.node.mark.is_cancelled());
+    }
+
+    fn finish(&self, checked: Self::Checked) -> Finished {
+        Finished {
             marked: self.node.mark.finish(),
-            waker: self.node.complete(outcome),
-        })
+            waker: self.node.complete(match checked {
+                Ok(value) => Outcome::Ready(value),
+                Err(panic) => Outcome::CheckPanicked(panic),
+            }),
+        }
     }
 
     fn is_cancelled(&self) -> bool {
