@@ -2,7 +2,7 @@
 # Regenerates every table of BENCHMARKS.md's "Current figures", one command per table (the same
 # commands the page gives beside each), each table's whole output kept in OUT/NAME.txt:
 #
-#     benches/scripts/report.sh [OUT]          (default: target/report; ~6 min on 2 cores)
+#     benches/scripts/report.sh [OUT]          (default: target/report; ~15 min on 2 cores)
 #
 # Run it on an otherwise idle machine: the figures are CPU time and tail latency.
 set -euo pipefail
@@ -25,4 +25,15 @@ run tcl cargo run --release -q -p ffi-pump-tcl --example tcl_timers 5
 run uv cargo run --release -q -p ffi-pump-uv --example uv_timers
 run glib cargo run --release -q -p ffi-pump-glib --example glib
 run turn cargo bench -q -p ffi-pump-bench --bench turn
+# The default pump against the simple design, cells alternated (BENCHMARKS.md, "What stands").
+alternate() {
+    for n in 1000 10000 100000; do
+        for arming in ahead early; do
+            echo "== N = $n, armed $arming"
+            python3 benches/scripts/alternate.py target/release/compare:simple-registry-async-io \
+                target/release/compare:ffi-pump-tokio "$n" 15 "$arming"
+        done
+    done
+}
+run alternate alternate
 echo "== done ($(date -u +%H:%M:%S) UTC): $out"
