@@ -667,3 +667,33 @@ fn waits_ended_by_a_close_or_a_refused_registration_are_no_longer_counted_pendin
         assert_eq!(pump.stats().pending_waits, 0);
     });
 }
+
+on_every_backend! {
+    fn a_kick_while_a_turn_runs_the_loop_causes_one_more_run_after_it(rt: Rt) {
+        // Regression (found in review): the driver took the kick, found the turn's run under
+        // way and joined it as if it were the kick's — a run that started before the kick.
+        rt.block_on(async move {
+            let (entered, has_entered) = std::sync::mpsc::channel();
+            let (release, released) = std::sync::mpsc::channel::<()>();
+            let runs = Arc::new(AtomicUsize::new(0));
+            let counted = runs.clone();
+            let pump = rt.pump_with(Pump::builder().interval(Duration::from_secs(3600)), move || {
+                if counted.fetch_add(1, SeqCst) == 0 {
+                    entered.send(()).expect("the test waits");
+                    released.recv_timeout(HANG).expect("the test releases the run");
+                }
+            });
+            let turning = pump.clone();
+            let turn = std::thread::spawn(move || futures_lite::future::block_on(turning.turn()));
+            has_entered.recv_timeout(HANG).expect("the turn's run started");
+            pump.kick();
+            // Time for the driver to take the kick while the run is under way (nothing to await:
+            // it shows nothing until it runs). Without it the test passes either way.
+            std::thread::sleep(Duration::from_millis(100));
+            release.send(()).expect("the run waits");
+            turn.join().expect("the turn ends").expect("the turn ran");
+            eventually("the kick's run after the turn's", || runs.load(SeqCst) >= 2).await;
+            pump.close();
+        });
+    }
+}

@@ -115,10 +115,28 @@ impl Drop for ChecksOwed<'_> {
     }
 }
 
+/// Puts a taken kick back, unless forgotten once its run has the lock.
+struct KickOwed<'a>(&'a Core);
+
+impl Drop for KickOwed<'_> {
+    fn drop(&mut self) {
+        self.0.demand.kick();
+    }
+}
+
 /// The loop lock for the driver's run; `None` if a turn is running the loop already, in which
-/// case that run, now finished, was this one.
+/// case that run, now finished, was this one — except for a kick, which waits for the lock.
 async fn lock_for(core: &Core, cause: Cause) -> Option<LoopGuard<'_>> {
     if let Some(guard) = LoopGuard::try_new(core) {
+        return Some(guard);
+    }
+    if cause == Cause::Kick {
+        // A kick asks for a run that starts after it, and the run under way (a turn's) may have
+        // started before. Dropped while it waits for the lock (its task cancelled), the driver
+        // leaves the kick for a standby driver instead of losing it.
+        let owed = KickOwed(core);
+        let guard = LoopGuard::new(core, core.loop_lock.lock().await);
+        std::mem::forget(owed);
         return Some(guard);
     }
     let joined = core.rounds.listen();

@@ -178,8 +178,9 @@ impl Mark {
     }
 
     /// Records that the entry's check finished it (succeeded or panicked); for
-    /// [`Finished::marked`], whether its wait had marked it meanwhile (that wait is waiting out
-    /// the block).
+    /// [`Finished::marked`], whether its wait had marked it meanwhile: it gave up between its
+    /// check and this (see [`Evaluate::finish`]), and its waker, if handed, is only a spurious
+    /// wake of a task that no longer waits.
     pub(crate) fn finish(&self) -> bool {
         self.state.swap(FINISHED, AcqRel) == CANCELLED
     }
