@@ -1,8 +1,7 @@
 //! [`PassBuffers`]: the memory an evaluation fills, kept from one round to the next.
 
-use std::task::Waker;
-
 use std::sync::atomic::Ordering::Relaxed;
+use std::task::Waker;
 
 use crate::registry::{drop_removed, Removed};
 use crate::sync::{lock, AtomicBool, Mutex};
@@ -18,6 +17,10 @@ pub(crate) struct Buffers {
     pub(crate) woken: Vec<Waker>,
     pub(crate) removed: Vec<Removed>,
 }
+
+/// The most wakers (and batches) the spare vectors keep memory for: a burst of waits ending
+/// together does not keep its memory.
+const KEPT: usize = 4096;
 
 /// The spare [`Buffers`] of a pump. One pass at a time holds the loop lock, but the last one
 /// may still be waking its waits while the next fills: that one then starts from empty vectors.
@@ -48,10 +51,12 @@ impl PassBuffers {
             return;
         }
         let mut spare = lock(&self.spare);
-        if spare.woken.capacity() < buffers.woken.capacity() {
+        if spare.woken.capacity() < buffers.woken.capacity() && buffers.woken.capacity() <= KEPT {
             spare.woken = buffers.woken;
         }
-        if spare.removed.capacity() < buffers.removed.capacity() {
+        if spare.removed.capacity() < buffers.removed.capacity()
+            && buffers.removed.capacity() <= KEPT
+        {
             spare.removed = buffers.removed;
         }
         self.kept.store(true, Relaxed);
@@ -94,5 +99,18 @@ mod tests {
         );
         // Taken meanwhile: another pass starts from nothing rather than wait.
         assert_eq!(home.take().woken.capacity(), 0);
+    }
+
+    #[test]
+    fn a_burst_does_not_keep_its_memory() {
+        let counted = Arc::new(Counted(AtomicUsize::new(0)));
+        let home = PassBuffers::default();
+        let mut buffers = home.take();
+        buffers
+            .woken
+            .extend((0..super::KEPT + 1).map(|_| Waker::from(counted.clone())));
+        home.wake(buffers);
+        assert_eq!(counted.0.load(SeqCst), super::KEPT + 1);
+        assert_eq!(home.take().woken.capacity(), 0, "kept past the bound");
     }
 }

@@ -18,6 +18,13 @@ const _: () = assert!(super::BLOCK == u64::BITS as usize);
 /// Entries evaluated between two looks at the clock.
 const CLOCK_STRIDE: usize = 256;
 
+/// How many ended entries ahead of the one being finished have their shared state fetched.
+const FINISH_AHEAD: usize = 32;
+
+/// The most entries a column's spare vector of removed entries keeps memory for: a burst of
+/// waits ending together does not keep its memory.
+const SPARE_KEPT: usize = 4096;
+
 /// What a column is to the registry, whatever its entry type.
 pub(super) trait Column: Send {
     /// Evaluates entries from where the last pass stopped, until all were seen or the pass's
@@ -178,14 +185,24 @@ impl<E: Evaluate> Typed<E> {
     /// Tells the waits of the entries this pass's checks ended: their shared states all
     /// fetched first, then each finished (see [`Evaluate::prefetch`]).
     fn finish_checked(&mut self, pass: &mut Pass<'_>) {
-        if self.checked.is_empty() {
-            return;
+        let Typed {
+            removed, checked, ..
+        } = self;
+        // Finished in the order they ended, popped from the end; each state is fetched a window
+        // ahead of its finish, so it is still in cache then, however many the pass ended.
+        checked.reverse();
+        for &(at, _) in checked.iter().rev().take(FINISH_AHEAD) {
+            removed[at].prefetch();
         }
-        for &(at, _) in &self.checked {
-            self.removed[at].prefetch();
-        }
-        for (at, checked) in self.checked.drain(..) {
-            let Finished { waker, marked } = self.removed[at].finish(checked);
+        while let Some((at, value)) = checked.pop() {
+            if let Some(&(ahead, _)) = checked
+                .len()
+                .checked_sub(FINISH_AHEAD)
+                .and_then(|i| checked.get(i))
+            {
+                removed[ahead].prefetch();
+            }
+            let Finished { waker, marked } = removed[at].finish(value);
             pass.woken.extend(waker);
             pass.unmarked += usize::from(marked);
         }
@@ -240,6 +257,8 @@ impl<E: Evaluate> Typed<E> {
             self.entries = Vec::new();
             self.occupied = Vec::new();
             self.free = Vec::new();
+            self.checked = Vec::new();
+            *lock(&self.spare) = Vec::new();
             self.cursor = 0;
             self.left = 0;
             self.round_size = 0;
@@ -317,7 +336,7 @@ impl<E: Send> Batch for Recycled<E> {
     fn drop_each(mut self: Box<Self>) {
         drop_each_caught(self.entries.drain(..));
         let mut home = lock(&self.home);
-        if home.capacity() < self.entries.capacity() {
+        if home.capacity() < self.entries.capacity() && self.entries.capacity() <= SPARE_KEPT {
             *home = std::mem::take(&mut self.entries);
         }
     }

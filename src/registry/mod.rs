@@ -177,6 +177,12 @@ impl Mark {
         self.state.load(Acquire) == CANCELLED
     }
 
+    /// Loads the mark's line into this core's cache ([`Evaluate::prefetch`]); relaxed, so the
+    /// loads of several marks overlap.
+    pub(crate) fn touch(&self) {
+        std::hint::black_box(self.state.load(Relaxed));
+    }
+
     /// Records that the entry's check finished it (succeeded or panicked); for
     /// [`Finished::marked`], whether its wait had marked it meanwhile: it gave up between its
     /// check and this (see [`Evaluate::finish`]), and its waker, if handed, is only a spurious

@@ -71,7 +71,7 @@ where
     }
 
     fn prefetch(&self) {
-        std::hint::black_box(self.node.mark.is_cancelled());
+        self.node.mark.touch();
     }
 
     fn finish(&self, checked: Self::Checked) -> Finished {
