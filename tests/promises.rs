@@ -697,3 +697,94 @@ on_every_backend! {
         });
     }
 }
+
+mod a_wait_that_gives_up_after_its_check_held {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+    use std::sync::{mpsc, Arc, Mutex};
+
+    use crate::common::{self, HANG};
+    use futures_lite::future::{block_on, poll_once};
+
+    /// What the waits' checks share; one closure type for all, so they share a column.
+    struct Scene {
+        armed: AtomicBool,
+        first_calls: AtomicUsize,
+        started: Mutex<Option<mpsc::Sender<()>>>,
+        let_go: Mutex<Option<mpsc::Receiver<()>>>,
+    }
+
+    /// Role 0 holds once armed; 1 never holds; 2, once armed, holds the pass in its check until
+    /// the test says the first wait was dropped.
+    fn check(scene: Arc<Scene>, role: u8) -> impl FnMut() -> bool + Send + 'static {
+        move || match role {
+            0 => {
+                scene.first_calls.fetch_add(1, SeqCst);
+                scene.armed.load(SeqCst)
+            }
+            2 if scene.armed.load(SeqCst) => {
+                if let Some(started) = scene.started.lock().unwrap().take() {
+                    started.send(()).expect("the dropping thread waits");
+                    let let_go = scene.let_go.lock().unwrap().take().expect("taken once");
+                    let_go
+                        .recv_timeout(HANG)
+                        .expect("the first wait was dropped");
+                }
+                false
+            }
+            _ => false,
+        }
+    }
+
+    #[test]
+    fn is_let_go_once_and_never_checked_again() {
+        // A pass tells the waits its checks ended after its walk over their column; the first
+        // wait here gives up in between (its check held in block 0, the walk is in block 1).
+        block_on(async {
+            let pump = common::turned_only();
+            let (started, has_started) = mpsc::channel();
+            let (dropped, let_go) = mpsc::channel();
+            let scene = Arc::new(Scene {
+                armed: AtomicBool::new(false),
+                first_calls: AtomicUsize::new(0),
+                started: Mutex::new(Some(started)),
+                let_go: Mutex::new(Some(let_go)),
+            });
+            // Keys 0 (the first), 1 – 69, 70 (block 1, the one that holds the pass).
+            let mut waits: Vec<_> = (0..=70)
+                .map(|key| {
+                    let role = match key {
+                        0 => 0,
+                        70 => 2,
+                        _ => 1,
+                    };
+                    Box::pin(pump.wait_until(check(scene.clone(), role)))
+                })
+                .collect();
+            for wait in &mut waits {
+                assert!(poll_once(wait).await.is_none());
+            }
+            assert_eq!(pump.stats().pending_waits, 71);
+            let first = waits.remove(0);
+            let dropper = std::thread::spawn(move || {
+                has_started
+                    .recv_timeout(HANG)
+                    .expect("the pass reached block 1");
+                drop(first);
+                dropped.send(()).expect("the check waits");
+            });
+            scene.armed.store(true, SeqCst);
+            pump.turn().await.expect("a turn");
+            dropper.join().expect("the dropping thread ends");
+            assert_eq!(
+                scene.first_calls.load(SeqCst),
+                2,
+                "registration, then the turn"
+            );
+            assert_eq!(pump.stats().pending_waits, 70, "uncounted once");
+            pump.turn().await.expect("another turn");
+            assert_eq!(scene.first_calls.load(SeqCst), 2, "never checked again");
+            drop(waits);
+            assert_eq!(pump.stats().pending_waits, 0);
+        });
+    }
+}
