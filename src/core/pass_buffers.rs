@@ -79,14 +79,20 @@ mod tests {
         }
     }
 
-    #[test]
-    fn wakes_every_waker_then_keeps_the_memory_for_the_next_pass() {
+    /// A pass's buffers from `home`, holding `n` wakers that count their wakes.
+    fn with_wakers(home: &PassBuffers, n: usize) -> (Arc<Counted>, super::Buffers) {
         let counted = Arc::new(Counted(AtomicUsize::new(0)));
-        let home = PassBuffers::default();
         let mut buffers = home.take();
         buffers
             .woken
-            .extend((0..300).map(|_| Waker::from(counted.clone())));
+            .extend((0..n).map(|_| Waker::from(counted.clone())));
+        (counted, buffers)
+    }
+
+    #[test]
+    fn wakes_every_waker_then_keeps_the_memory_for_the_next_pass() {
+        let home = PassBuffers::default();
+        let (counted, buffers) = with_wakers(&home, 300);
         let grown = buffers.woken.capacity();
         home.wake(buffers);
         assert_eq!(counted.0.load(SeqCst), 300, "every waker woken once");
@@ -103,12 +109,8 @@ mod tests {
 
     #[test]
     fn a_burst_does_not_keep_its_memory() {
-        let counted = Arc::new(Counted(AtomicUsize::new(0)));
         let home = PassBuffers::default();
-        let mut buffers = home.take();
-        buffers
-            .woken
-            .extend((0..super::KEPT + 1).map(|_| Waker::from(counted.clone())));
+        let (counted, buffers) = with_wakers(&home, super::KEPT + 1);
         home.wake(buffers);
         assert_eq!(counted.0.load(SeqCst), super::KEPT + 1);
         assert_eq!(home.take().woken.capacity(), 0, "kept past the bound");
