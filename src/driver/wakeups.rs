@@ -229,7 +229,8 @@ async fn readiness(watch: Option<&crate::trigger::Watch<'_>>) -> Woke {
         return std::future::pending().await;
     };
     if watch.trigger().is_readable_now() {
-        // Still readable after the last run (which yielded to the tasks it woke): run again.
+        // Still readable after the last run: run again, once the driver has yielded to the
+        // tasks that run woke.
         return Woke::Ready;
     }
     match watch.readable().await {
