@@ -246,3 +246,36 @@ fn a_dropped_waits_check_never_runs_again() {
         assert_eq!(pump.stats().pending_waits, 0);
     });
 }
+
+/// (f) A wait whose check holds at a run while another thread drops it: the pass finishes the
+/// waits its checks ended after its walk, so the drop may return first. The wait is let go once
+/// (no count left behind, no panic), and a wait beside it in the same column still gets its
+/// value.
+#[test]
+fn a_wait_dropped_while_its_check_holds_is_let_go_once() {
+    loom::model(|| {
+        let c = Arc::new(CLoop::default());
+        let pump = pump(Strategy::PumpEvaluated, &c);
+        let _driver = pump.run();
+        let armed = Arc::new(AtomicBool::new(false));
+        // One closure type: both waits share a column.
+        let wait_for = |armed: &Arc<AtomicBool>| {
+            let armed = armed.clone();
+            pump.wait_until(move || armed.load(SeqCst))
+        };
+        let mut beside = Box::pin(wait_for(&armed));
+        let dropped = wait_for(&armed);
+        assert!(block_on(poll_once(beside.as_mut())).is_none());
+        let dropper = thread::spawn(move || {
+            let mut wait = Box::pin(dropped);
+            // Registers it (or finds the status true), then drops it.
+            let _ = block_on(poll_once(wait.as_mut()));
+            drop(wait);
+        });
+        armed.store(true, SeqCst);
+        assert_eq!(block_on(pump.turn()), Ok(()));
+        dropper.join().unwrap();
+        assert_eq!(block_on(beside), Ok(()));
+        assert_eq!(pump.stats().pending_waits, 0);
+    });
+}
