@@ -3,7 +3,7 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::task::Waker;
 
-use crate::registry::{drop_removed, Removed};
+use crate::registry::{drop_removed, keep_spare, Removed};
 use crate::sync::{lock, AtomicBool, Mutex};
 
 /// What a pass over the checks hands out once it lets go of the loop lock: the wakers of the
@@ -17,10 +17,6 @@ pub(crate) struct Buffers {
     pub(crate) woken: Vec<Waker>,
     pub(crate) removed: Vec<Removed>,
 }
-
-/// The most wakers (and batches) the spare vectors keep memory for: a burst of waits ending
-/// together does not keep its memory.
-const KEPT: usize = 4096;
 
 /// The spare [`Buffers`] of a pump. One pass at a time holds the loop lock, but the last one
 /// may still be waking its waits while the next fills: that one then starts from empty vectors.
@@ -51,14 +47,8 @@ impl PassBuffers {
             return;
         }
         let mut spare = lock(&self.spare);
-        if spare.woken.capacity() < buffers.woken.capacity() && buffers.woken.capacity() <= KEPT {
-            spare.woken = buffers.woken;
-        }
-        if spare.removed.capacity() < buffers.removed.capacity()
-            && buffers.removed.capacity() <= KEPT
-        {
-            spare.removed = buffers.removed;
-        }
+        keep_spare(&mut spare.woken, buffers.woken);
+        keep_spare(&mut spare.removed, buffers.removed);
         self.kept.store(true, Relaxed);
     }
 }
@@ -110,9 +100,9 @@ mod tests {
     #[test]
     fn a_burst_does_not_keep_its_memory() {
         let home = PassBuffers::default();
-        let (counted, buffers) = with_wakers(&home, super::KEPT + 1);
+        let (counted, buffers) = with_wakers(&home, crate::registry::SPARE_AT_MOST + 1);
         home.wake(buffers);
-        assert_eq!(counted.0.load(SeqCst), super::KEPT + 1);
+        assert_eq!(counted.0.load(SeqCst), crate::registry::SPARE_AT_MOST + 1);
         assert_eq!(home.take().woken.capacity(), 0, "kept past the bound");
     }
 }

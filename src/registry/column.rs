@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::task::Waker;
 use std::time::Instant;
 
-use super::{Batch, Evaluate, Evaluated, Finished, Pass, Place, Removed};
+use super::{keep_spare, Batch, Evaluate, Evaluated, Finished, Pass, Place, Removed};
 use crate::sync::{lock, Mutex};
 use crate::unwind::drop_each_caught;
 
@@ -20,10 +20,6 @@ const CLOCK_STRIDE: usize = 256;
 
 /// How many ended entries ahead of the one being finished have their shared state fetched.
 const FINISH_AHEAD: usize = 32;
-
-/// The most entries a column's spare vector of removed entries keeps memory for: a burst of
-/// waits ending together does not keep its memory.
-const SPARE_KEPT: usize = 4096;
 
 /// What a column is to the registry, whatever its entry type.
 pub(super) trait Column: Send {
@@ -335,10 +331,7 @@ struct Recycled<E> {
 impl<E: Send> Batch for Recycled<E> {
     fn drop_each(mut self: Box<Self>) {
         drop_each_caught(self.entries.drain(..));
-        let mut home = lock(&self.home);
-        if home.capacity() < self.entries.capacity() && self.entries.capacity() <= SPARE_KEPT {
-            *home = std::mem::take(&mut self.entries);
-        }
+        keep_spare(&mut lock(&self.home), std::mem::take(&mut self.entries));
     }
 }
 

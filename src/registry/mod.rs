@@ -114,6 +114,19 @@ pub(crate) trait Batch: Send {
     fn drop_each(self: Box<Self>);
 }
 
+/// The most entries a spare vector kept for the next pass holds memory for: a burst of waits
+/// ending together does not keep its memory.
+pub(crate) const SPARE_AT_MOST: usize = 4096;
+
+/// Keeps `emptied`'s memory in `spare` for the next pass, if it is more than `spare` has and at
+/// most [`SPARE_AT_MOST`] entries.
+pub(crate) fn keep_spare<T>(spare: &mut Vec<T>, emptied: Vec<T>) {
+    debug_assert!(emptied.is_empty());
+    if spare.capacity() < emptied.capacity() && emptied.capacity() <= SPARE_AT_MOST {
+        *spare = emptied;
+    }
+}
+
 /// Drops what evaluations or sweeps took out, with no lock held.
 pub(crate) fn drop_removed(removed: impl IntoIterator<Item = Removed>) {
     for batch in removed {
