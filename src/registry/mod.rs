@@ -252,6 +252,8 @@ pub(crate) struct Slab {
     types: Vec<TypeId>,
     /// The column where the last pass stopped for lack of time.
     next_column: usize,
+    /// Where the arrivals an evaluation admitted went, kept for the next one.
+    arrived: Vec<Place>,
 }
 
 impl Slab {
@@ -398,34 +400,37 @@ impl Registry {
     }
 
     /// Moves the registered entries into the slab and returns it locked, with their places
-    /// added to `places` if given.
+    /// recorded in [`Slab::arrived`] if `record_places`.
     ///
     /// The incoming lock is held until the entries are in the slab, so a concurrent
     /// [`close`](Registry::close) finds them in one place or the other, never in transit.
-    fn admit(&self, mut places: Option<&mut Vec<Place>>) -> MutexGuard<'_, Slab> {
+    fn admit(&self, record_places: bool) -> MutexGuard<'_, Slab> {
         let mut incoming = lock(&self.incoming);
         let mut slab = lock(&self.slab);
         self.flags.fetch_and(!ARRIVED, SeqCst);
-        // Taken, not drained: a burst of registrations does not keep its memory.
-        for entry in std::mem::take(&mut incoming.entries) {
+        // Most admissions move one or two entries: the vector is kept for the next arrivals.
+        let mut entries = std::mem::take(&mut incoming.entries);
+        for entry in entries.drain(..) {
             let place = entry.admit(&mut slab);
-            if let Some(places) = places.as_mut() {
-                places.push(place);
+            if record_places {
+                slab.arrived.push(place);
             }
         }
+        keep_spare(&mut incoming.entries, entries);
         drop(incoming);
         slab
     }
 
     /// Evaluates the entries registered since the last evaluation, only those.
     pub(crate) fn evaluate_arrivals(&self, woken: &mut Vec<Waker>, removed: &mut Vec<Removed>) {
-        let mut places = Vec::new();
-        let mut slab = self.admit(Some(&mut places));
+        let mut slab = self.admit(true);
+        let mut places = std::mem::take(&mut slab.arrived);
         let mut pass = Pass::new(self, None, woken);
         pass.announce(ANY_BLOCK);
-        for place in places {
+        for place in places.drain(..) {
             slab.columns[place.column as usize].evaluate_key(place.key, &mut pass);
         }
+        keep_spare(&mut slab.arrived, places);
         pass.end(&mut slab, removed);
     }
 
@@ -439,7 +444,7 @@ impl Registry {
         woken: &mut Vec<Waker>,
         removed: &mut Vec<Removed>,
     ) -> bool {
-        let mut slab = self.admit(None);
+        let mut slab = self.admit(false);
         for column in &mut slab.columns {
             column.begin_round();
         }
