@@ -7,6 +7,7 @@
 
 pub mod collect;
 pub mod peers;
+pub mod polls;
 pub mod report;
 pub mod stalls;
 pub mod usage;

@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
 use crate::collect::Collector;
+use crate::polls::Timed;
 use crate::{tokio_runtime, Workload, INTERVAL, WORKERS};
 
 /// One way of awaiting "id is done".
@@ -241,7 +242,7 @@ where
             let (wait, seen) = (wait(id), seen.clone());
             tokio::spawn(async move {
                 seen.start();
-                wait.await;
+                Timed(std::pin::pin!(wait)).await;
                 seen.record(id);
             });
         }
@@ -629,7 +630,7 @@ fn pump_tokio(workload: &Workload, strategy: Strategy) -> Seen {
             let (pump, fx, seen) = (pump.clone(), fx.clone(), seen.clone());
             tokio::spawn(async move {
                 seen.start();
-                pump.wait_until(move || fx.check(id))
+                Timed(pump.wait_until(move || fx.check(id)))
                     .await
                     .expect("wait completes");
                 seen.record(id);

@@ -75,6 +75,10 @@ pub struct Cell {
     /// [`Usage::steal`](crate::usage::Usage::steal)); `None` where the kernel does not report it.
     #[serde(default)]
     pub steal_ms: Option<f64>,
+    /// How long the waits' polls took, where they were timed (`COMPARE_POLL_TIMES` set; see
+    /// [`polls`](crate::polls)).
+    #[serde(default)]
+    pub poll_us: Option<crate::polls::PollTimes>,
     /// How long after the first possible deadline the ids were all armed (0 as intended).
     #[serde(default)]
     pub arming_late_us: f64,

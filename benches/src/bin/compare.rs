@@ -72,6 +72,10 @@ fn main() {
             let repeats = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(3);
             early(repeats);
         }
+        Some("--polls") => {
+            let repeats = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(3);
+            polls(repeats);
+        }
         Some("--stalls") => {
             let seconds = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(5);
             stalls(Duration::from_secs(seconds));
@@ -85,7 +89,7 @@ fn usage_exit() -> ! {
     let names: Vec<&str> = Approach::ALL.iter().map(|a| a.name()).collect();
     eprintln!(
         "usage: compare [--sizes N,N,..] | --targets [REPEATS] | --readiness [REPEATS] \
-         | --early [REPEATS] \
+         | --early [REPEATS] | --polls [REPEATS] \
          | --plot OUTPUT_OF_A_RUN | --cell APPROACH N | --idle APPROACH \
          | --kick APPROACH | --memory | --stalls [SECONDS]\n\
          approaches: {}",
@@ -158,6 +162,7 @@ fn cell(approach: Approach, n: u32) -> Cell {
             .steal
             .zip(armed.usage.steal)
             .map(|(end, start)| end.saturating_sub(start).as_secs_f64() * 1e3),
+        poll_us: ffi_pump_bench::polls::times(),
     }
 }
 
@@ -618,6 +623,61 @@ fn spread_of(values: &[f64]) -> Option<(f64, f64, f64)> {
     let mut sorted = values.to_vec();
     sorted.sort_by(f64::total_cmp);
     Some((*sorted.first()?, sorted[sorted.len() / 2], *sorted.last()?))
+}
+
+/// `--polls`: how long the waits' polls take, ffi-pump's default against the simple design on
+/// the same timer and lock, cell after cell (each process times its polls: `COMPARE_POLL_TIMES`);
+/// the medians over `repeats`. The simple design's wait locks the map its round holds through the
+/// run and every check; ffi-pump's never waits for a pass.
+fn polls(repeats: u32) {
+    const ROWS: [Approach; 2] = [Approach::SimpleRegistryAsyncIo, Approach::PumpTokio];
+    std::env::set_var("COMPARE_POLL_TIMES", "1");
+    println!(
+        "| N | arming | approach | polls per wait | p50 µs | p99.9 µs | polls > 100 µs | > 1 ms | longest µs |\n\
+         |---:|---|---|---:|---:|---:|---:|---:|---:|"
+    );
+    for n in [1_000_u32, 10_000, 100_000] {
+        for early in [false, true] {
+            // The cells inherit it: `ffi_pump_bench::arms_early`.
+            if early {
+                std::env::set_var("COMPARE_ARMING", "early");
+            } else {
+                std::env::remove_var("COMPARE_ARMING");
+            }
+            let arming = if early { "early" } else { "ahead" };
+            let mut times: Vec<Vec<ffi_pump_bench::polls::PollTimes>> =
+                vec![Vec::new(); ROWS.len()];
+            for _ in 0..repeats {
+                for (row, approach) in ROWS.iter().enumerate() {
+                    let cell =
+                        child::<Cell>(&["--cell".into(), approach.name().into(), n.to_string()]);
+                    match cell.map(|c| c.poll_us) {
+                        Ok(Some(t)) => times[row].push(t),
+                        Ok(None) => eprintln!("{}: no poll timed", approach.name()),
+                        Err(why) => eprintln!("{} at {n}: failed: {why}", approach.name()),
+                    }
+                }
+            }
+            for (approach, times) in ROWS.iter().zip(times) {
+                let median = |f: &dyn Fn(&ffi_pump_bench::polls::PollTimes) -> f64| {
+                    let mut values: Vec<f64> = times.iter().map(f).collect();
+                    values.sort_by(f64::total_cmp);
+                    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
+                };
+                println!(
+                    "| {n} | {arming} | {} | {:.2} | {:.1} | {:.1} | {:.0} | {:.0} | {:.0} |",
+                    approach.name(),
+                    median(&|t| t.polls as f64 / f64::from(n)),
+                    median(&|t| t.p50_us),
+                    median(&|t| t.p999_us),
+                    median(&|t| t.over_100us as f64),
+                    median(&|t| t.over_1ms as f64),
+                    median(&|t| t.longest_us),
+                );
+            }
+        }
+    }
+    std::env::remove_var("COMPARE_ARMING");
 }
 
 /// `--stalls`: the gaps a spinning thread per worker sees on this machine, with nothing else
