@@ -182,14 +182,6 @@ pub struct Tcl {
     counters: Arc<Counters>,
 }
 
-impl std::fmt::Debug for Interp {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Interp")
-            .field("pending", &self.timers.pending())
-            .finish_non_exhaustive()
-    }
-}
-
 impl Tcl {
     /// Starts the pump thread and creates the interpreter there.
     pub fn new(schedule: Schedule) -> Result<Tcl, Error> {

@@ -76,14 +76,6 @@ struct Loop {
     counters: Arc<Counters>,
 }
 
-impl std::fmt::Debug for Loop {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Loop")
-            .field("timers", &self.timers.pending())
-            .finish_non_exhaustive()
-    }
-}
-
 impl Loop {
     fn new(counters: Arc<Counters>) -> Loop {
         // SAFETY: the loop's memory has the size libuv reports; it is initialised here, used on
