@@ -680,6 +680,35 @@ mod tests {
         );
     }
 
+    /// The capacities of the vectors an admission of arrivals keeps: the incoming list's and
+    /// the places'.
+    fn kept_for_arrivals(registry: &Registry) -> (usize, usize) {
+        let incoming = super::lock(&registry.incoming).entries.capacity();
+        (incoming, super::lock(&registry.slab).arrived.capacity())
+    }
+
+    #[test]
+    fn arrivals_reuse_their_vectors_but_a_burst_does_not_keep_its_memory() {
+        let registry = Registry::default();
+        let counts = Arc::new(Mutex::new(Vec::new()));
+        arrive(&registry, &counts, 0..3);
+        let (incoming, places) = kept_for_arrivals(&registry);
+        assert!(incoming >= 3 && places >= 3, "kept: {incoming}, {places}");
+        arrive(&registry, &counts, 3..6);
+        assert_eq!(
+            kept_for_arrivals(&registry),
+            (incoming, places),
+            "the next arrivals reuse them"
+        );
+        arrive(&registry, &counts, 6..7 + super::SPARE_AT_MOST);
+        let (incoming, places) = kept_for_arrivals(&registry);
+        assert!(
+            incoming <= super::SPARE_AT_MOST && places <= super::SPARE_AT_MOST,
+            "kept past the bound: {incoming}, {places}"
+        );
+        assert!(counts.lock().unwrap().iter().all(|&count| count == 1));
+    }
+
     #[test]
     fn a_round_cut_short_sees_each_entry_once_however_the_column_grows() {
         let registry = Registry::default();
