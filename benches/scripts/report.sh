@@ -19,6 +19,7 @@ run() {
 run matrix target/release/compare # also redraws benches/compare.svg
 run targets target/release/compare --targets 5
 run early target/release/compare --early 5
+run polls target/release/compare --polls 5
 run readiness target/release/compare --readiness 10
 run http target/release/http 5
 run tcl cargo run --release -q -p ffi-pump-tcl --example tcl_timers 5
