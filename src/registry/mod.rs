@@ -252,7 +252,8 @@ pub(crate) struct Slab {
     types: Vec<TypeId>,
     /// The column where the last pass stopped for lack of time.
     next_column: usize,
-    /// Where the arrivals an evaluation admitted went, kept for the next one.
+    /// Where the arrivals an evaluation admitted went: empty between evaluations, its memory kept
+    /// for the next one.
     arrived: Vec<Place>,
 }
 
@@ -694,12 +695,16 @@ mod tests {
         arrive(&registry, &counts, 0..3);
         let (incoming, places) = kept_for_arrivals(&registry);
         assert!(incoming >= 3 && places >= 3, "kept: {incoming}, {places}");
+        let memory = |registry: &Registry| {
+            let incoming = super::lock(&registry.incoming).entries.as_ptr() as usize;
+            (
+                incoming,
+                super::lock(&registry.slab).arrived.as_ptr() as usize,
+            )
+        };
+        let before = memory(&registry);
         arrive(&registry, &counts, 3..6);
-        assert_eq!(
-            kept_for_arrivals(&registry),
-            (incoming, places),
-            "the next arrivals reuse them"
-        );
+        assert_eq!(memory(&registry), before, "the next arrivals reuse them");
         arrive(&registry, &counts, 6..7 + super::SPARE_AT_MOST);
         let (incoming, places) = kept_for_arrivals(&registry);
         assert!(
