@@ -66,7 +66,7 @@ async fn closed(core: Arc<Core>) {
         return;
     }
     // Taking the loop lock waits out a run in progress; a loop that lives here is dropped now.
-    let mut guard = LoopGuard::new(&core, core.loop_lock.lock().await);
+    let mut guard = LoopGuard::lock(&core).await;
     let here = guard.drop_loop();
     drop(guard);
     if here {

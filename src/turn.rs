@@ -85,7 +85,7 @@ async fn turn(core: Arc<Core>) -> Result<(), Error> {
                 continue;
             }
             // Held by waits checking their status, which is short; then run it here.
-            None => LoopGuard::new(&core, core.loop_lock.lock().await),
+            None => LoopGuard::lock(&core).await,
         };
         if core.rounds.now().round() > seen {
             drop(guard);
@@ -121,7 +121,7 @@ async fn checks_of(core: &Core, round: u64) -> Result<(), Error> {
         core.status()?;
         let guard = match LoopGuard::try_new(core) {
             Some(guard) => guard,
-            None => LoopGuard::new(core, core.loop_lock.lock().await),
+            None => LoopGuard::lock(core).await,
         };
         if !core.rounds.is_checked(round) {
             guard.go_on_checking();

@@ -152,6 +152,15 @@ impl<'a> LoopGuard<'a> {
         })
     }
 
+    /// Waits for the lock.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped before it has the lock, it leaves the lock alone (async-lock's `lock_arc`).
+    pub(crate) async fn lock(core: &'a Core) -> LoopGuard<'a> {
+        LoopGuard::new(core, core.loop_lock.lock().await)
+    }
+
     /// Wraps a guard [`LoopLock::lock`] produced.
     pub(crate) fn new(core: &'a Core, raw: RawGuard) -> LoopGuard<'a> {
         LoopGuard {

@@ -97,7 +97,7 @@ pub(crate) async fn drive<L: FnMut(Cause) -> Next>(
                 // Dropped while it waits for the lock (its task cancelled), the driver leaves
                 // the request for a standby driver instead of losing it.
                 let owed = ChecksOwed(core);
-                let guard = LoopGuard::new(core, core.loop_lock.lock().await);
+                let guard = LoopGuard::lock(core).await;
                 std::mem::forget(owed);
                 guard.go_on_checking();
             }
@@ -135,7 +135,7 @@ async fn lock_for(core: &Core, cause: Cause) -> Option<LoopGuard<'_>> {
         // started before. Dropped while it waits for the lock (its task cancelled), the driver
         // leaves the kick for a standby driver instead of losing it.
         let owed = KickOwed(core);
-        let guard = LoopGuard::new(core, core.loop_lock.lock().await);
+        let guard = LoopGuard::lock(core).await;
         std::mem::forget(owed);
         return Some(guard);
     }
@@ -149,5 +149,5 @@ async fn lock_for(core: &Core, cause: Cause) -> Option<LoopGuard<'_>> {
         return None;
     }
     // Waits are checking their status; the run comes after them.
-    Some(LoopGuard::new(core, core.loop_lock.lock().await))
+    Some(LoopGuard::lock(core).await)
 }
