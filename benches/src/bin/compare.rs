@@ -446,13 +446,7 @@ fn early(repeats: u32) {
     for n in [1_000_u32, 10_000, 100_000] {
         for repeat in 1..=repeats {
             for early in [false, true] {
-                // The cells inherit it: `ffi_pump_bench::arms_early`.
-                if early {
-                    std::env::set_var("COMPARE_ARMING", "early");
-                } else {
-                    std::env::remove_var("COMPARE_ARMING");
-                }
-                let arming = if early { "early" } else { "ahead" };
+                let arming = arm_cells(early);
                 let cells: Vec<Result<Cell, String>> = ROWS
                     .iter()
                     .map(|a| child::<Cell>(&["--cell".into(), a.name().into(), n.to_string()]))
@@ -486,7 +480,7 @@ fn early(repeats: u32) {
             }
         }
     }
-    std::env::remove_var("COMPARE_ARMING");
+    arm_cells(false);
 }
 
 /// The event-driven rows, repeated at N = 10 000: ffi-pump turned by readiness (on tokio and on
@@ -638,13 +632,7 @@ fn polls(repeats: u32) {
     );
     for n in [1_000_u32, 10_000, 100_000] {
         for early in [false, true] {
-            // The cells inherit it: `ffi_pump_bench::arms_early`.
-            if early {
-                std::env::set_var("COMPARE_ARMING", "early");
-            } else {
-                std::env::remove_var("COMPARE_ARMING");
-            }
-            let arming = if early { "early" } else { "ahead" };
+            let arming = arm_cells(early);
             let mut times: Vec<Vec<ffi_pump_bench::polls::PollTimes>> =
                 vec![Vec::new(); ROWS.len()];
             for _ in 0..repeats {
@@ -677,7 +665,19 @@ fn polls(repeats: u32) {
             }
         }
     }
-    std::env::remove_var("COMPARE_ARMING");
+    arm_cells(false);
+}
+
+/// Has the cells started from now on arm their ids early (`early`) or ahead, as
+/// `ffi_pump_bench::arms_early` reads it; the arming's name.
+fn arm_cells(early: bool) -> &'static str {
+    if early {
+        std::env::set_var("COMPARE_ARMING", "early");
+        "early"
+    } else {
+        std::env::remove_var("COMPARE_ARMING");
+        "ahead"
+    }
 }
 
 /// `--stalls`: the gaps a spinning thread per worker sees on this machine, with nothing else
