@@ -709,19 +709,39 @@ mod a_wait_that_gives_up_after_its_check_held {
     struct Scene {
         armed: AtomicBool,
         first_calls: AtomicUsize,
+        /// Drops of what the first wait's check captured.
+        first_drops: AtomicUsize,
         started: Mutex<Option<mpsc::Sender<()>>>,
         let_go: Mutex<Option<mpsc::Receiver<()>>>,
+    }
+
+    /// What a check captures: the scene, and whether its drop is the first wait's.
+    struct Captured {
+        scene: Arc<Scene>,
+        first: bool,
+    }
+
+    impl Drop for Captured {
+        fn drop(&mut self) {
+            if self.first {
+                self.scene.first_drops.fetch_add(1, SeqCst);
+            }
+        }
     }
 
     /// Role 0 holds once armed; 1 never holds; 2, once armed, holds the pass in its check until
     /// the test says the first wait was dropped.
     fn check(scene: Arc<Scene>, role: u8) -> impl FnMut() -> bool + Send + 'static {
-        move || match role {
-            0 => {
+        let captured = Captured {
+            scene,
+            first: role == 0,
+        };
+        move || match (role, &captured.scene) {
+            (0, scene) => {
                 scene.first_calls.fetch_add(1, SeqCst);
                 scene.armed.load(SeqCst)
             }
-            2 if scene.armed.load(SeqCst) => {
+            (2, scene) if scene.armed.load(SeqCst) => {
                 if let Some(started) = scene.started.lock().unwrap().take() {
                     started.send(()).expect("the dropping thread waits");
                     let let_go = scene.let_go.lock().unwrap().take().expect("taken once");
@@ -746,6 +766,7 @@ mod a_wait_that_gives_up_after_its_check_held {
             let scene = Arc::new(Scene {
                 armed: AtomicBool::new(false),
                 first_calls: AtomicUsize::new(0),
+                first_drops: AtomicUsize::new(0),
                 started: Mutex::new(Some(started)),
                 let_go: Mutex::new(Some(let_go)),
             });
@@ -781,6 +802,11 @@ mod a_wait_that_gives_up_after_its_check_held {
                 "registration, then the turn"
             );
             assert_eq!(pump.stats().pending_waits, 70, "uncounted once");
+            assert_eq!(
+                scene.first_drops.load(SeqCst),
+                1,
+                "its entry left the registry with the pass: what its check captured was dropped"
+            );
             pump.turn().await.expect("another turn");
             assert_eq!(scene.first_calls.load(SeqCst), 2, "never checked again");
             drop(waits);
