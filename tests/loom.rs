@@ -258,13 +258,17 @@ fn a_wait_dropped_while_its_check_holds_is_let_go_once() {
         let pump = pump(Strategy::PumpEvaluated, &c);
         let _driver = pump.run();
         let armed = Arc::new(AtomicBool::new(false));
-        // One closure type: both waits share a column.
-        let wait_for = |armed: &Arc<AtomicBool>| {
-            let armed = armed.clone();
-            pump.wait_until(move || armed.load(SeqCst))
+        let drops = [Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0))];
+        // One closure type: both waits share a column. Each check counts its captures' drops.
+        let wait_for = |armed: &Arc<AtomicBool>, drops: &Arc<AtomicUsize>| {
+            let (armed, counted) = (armed.clone(), DropCounted(drops.clone()));
+            pump.wait_until(move || {
+                let _ = &counted;
+                armed.load(SeqCst)
+            })
         };
-        let mut beside = Box::pin(wait_for(&armed));
-        let dropped = wait_for(&armed);
+        let mut beside = Box::pin(wait_for(&armed, &drops[0]));
+        let dropped = wait_for(&armed, &drops[1]);
         assert!(block_on(poll_once(beside.as_mut())).is_none());
         let dropper = thread::spawn(move || {
             let mut wait = Box::pin(dropped);
@@ -277,5 +281,24 @@ fn a_wait_dropped_while_its_check_holds_is_let_go_once() {
         dropper.join().unwrap();
         assert_eq!(block_on(beside), Ok(()));
         assert_eq!(pump.stats().pending_waits, 0);
+        // The dropped wait's entry may still be in its column, marked (its drop came after the
+        // pass); the close takes it out. Each check's captures are dropped once, none kept.
+        pump.close();
+        for (wait, drops) in ["beside", "dropped"].iter().zip(&drops) {
+            assert_eq!(
+                drops.load(SeqCst),
+                1,
+                "the {wait} wait's check dropped once"
+            );
+        }
     });
+}
+
+/// Counts its drops.
+struct DropCounted(Arc<AtomicUsize>);
+
+impl Drop for DropCounted {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, SeqCst);
+    }
 }
