@@ -119,10 +119,7 @@ async fn turn(core: Arc<Core>) -> Result<(), Error> {
 async fn checks_of(core: &Core, round: u64) -> Result<(), Error> {
     while !core.rounds.is_checked(round) {
         core.status()?;
-        let guard = match LoopGuard::try_new(core) {
-            Some(guard) => guard,
-            None => LoopGuard::lock(core).await,
-        };
+        let guard = LoopGuard::lock(core).await;
         if !core.rounds.is_checked(round) {
             guard.go_on_checking();
         }
