@@ -648,9 +648,8 @@ fn polls(repeats: u32) {
             }
             for (approach, times) in ROWS.iter().zip(times) {
                 let median = |f: &dyn Fn(&ffi_pump_bench::polls::PollTimes) -> f64| {
-                    let mut values: Vec<f64> = times.iter().map(f).collect();
-                    values.sort_by(f64::total_cmp);
-                    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
+                    let values: Vec<f64> = times.iter().map(f).collect();
+                    spread_of(&values).map_or(f64::NAN, |(_, median, _)| median)
                 };
                 println!(
                     "| {n} | {arming} | {} | {:.2} | {:.1} | {:.1} | {:.0} | {:.0} | {:.0} |",
