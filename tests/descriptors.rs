@@ -432,3 +432,76 @@ fn set_lists_within(fd: RawFd, ino: u64, depth: u32) -> bool {
                     && listed.is_some_and(|inner| set_lists_within(inner, ino, depth - 1)))
         })
 }
+
+/// What poll(2) says of `fd` asked for `interest`, in the bits `Ready::poll_revents` has.
+#[cfg(not(ffi_pump_polling))]
+fn poll_says(fd: std::os::fd::BorrowedFd<'_>, interest: Interest) -> i16 {
+    use rustix::event::{poll, PollFd, PollFlags};
+    let mut events = PollFlags::empty();
+    if interest.is_readable() {
+        events |= PollFlags::IN;
+    }
+    if interest.is_writable() {
+        events |= PollFlags::OUT;
+    }
+    let mut fds = [PollFd::new(&fd, events)];
+    poll(&mut fds, Some(&rustix::event::Timespec::default())).expect("poll");
+    let said =
+        fds[0].revents() & (PollFlags::IN | PollFlags::OUT | PollFlags::ERR | PollFlags::HUP);
+    said.bits() as i16
+}
+
+/// `Ready::poll_revents` is what poll(2) says of the same descriptor asked for the same interest,
+/// bit for bit, and the set reports nothing where poll(2) says nothing: a socket with data, a TCP
+/// connection whose peer wrote and closed (`POLLIN`, no `POLLHUP`), a socket closed both ways, a
+/// pipe whose writer closed (`POLLHUP` without `POLLIN`), one whose reader closed (`POLLERR`),
+/// and a quiet socket.
+#[cfg(not(ffi_pump_polling))]
+#[test]
+fn poll_revents_are_what_poll_says_of_the_same_descriptor() {
+    use std::net::{TcpListener, TcpStream};
+    use std::os::fd::OwnedFd;
+
+    let both = Interest::READABLE | Interest::WRITABLE;
+    let mut cases: Vec<(&str, OwnedFd, Interest)> = Vec::new();
+    let (socket, mut peer) = UnixStream::pair().expect("pair");
+    peer.write_all(b"data").expect("write");
+    cases.push(("socket with data", socket.into(), Interest::READABLE));
+    let (socket, peer) = UnixStream::pair().expect("pair");
+    drop(peer);
+    cases.push(("socket closed both ways", socket.into(), both));
+    let (socket, _quiet_peer) = UnixStream::pair().expect("pair");
+    cases.push(("quiet socket", socket.into(), Interest::READABLE));
+    let listener = TcpListener::bind("127.0.0.1:0").expect("listen");
+    let socket = TcpStream::connect(listener.local_addr().expect("address")).expect("connect");
+    let (mut peer, _) = listener.accept().expect("accept");
+    peer.write_all(b"bye").expect("write");
+    drop(peer);
+    cases.push(("TCP peer wrote and closed", socket.into(), both));
+    let (reader, writer) = rustix::pipe::pipe().expect("pipe");
+    drop(writer);
+    cases.push(("pipe whose writer closed", reader, Interest::READABLE));
+    let (reader, writer) = rustix::pipe::pipe().expect("pipe");
+    drop(reader);
+    cases.push(("pipe whose reader closed", writer, Interest::WRITABLE));
+
+    let set = Descriptors::new().expect("set");
+    for (token, (_, fd, interest)) in cases.iter().enumerate() {
+        set.watch(fd.as_raw_fd(), *interest, token as u64)
+            .expect("watch");
+    }
+    let ready = set.ready();
+    let mut reported = 0;
+    for (token, (what, fd, interest)) in cases.iter().enumerate() {
+        let said = poll_says(fd.as_fd(), *interest);
+        let found = ready.iter().find(|ready| ready.token() == token as u64);
+        assert_eq!(found.map_or(0, Ready::poll_revents), said, "{what}");
+        assert_eq!(found.is_some(), said != 0, "{what}: {found:?}");
+        reported += usize::from(found.is_some());
+    }
+    assert_eq!(
+        reported,
+        cases.len() - 1,
+        "only the quiet socket is not ready"
+    );
+}

@@ -7,6 +7,12 @@ use rustix::event::epoll::{self, EventData, EventFlags};
 
 use super::ready::{Found, Interest};
 
+/// The bits of an epoll report that poll(2) has too, with the same values.
+const POLL_BITS: EventFlags = EventFlags::IN
+    .union(EventFlags::OUT)
+    .union(EventFlags::ERR)
+    .union(EventFlags::HUP);
+
 /// What the reactor watches: an epoll instance holding the inner one.
 pub(super) struct Outer(OwnedFd);
 
@@ -111,6 +117,8 @@ impl Instance {
                     writable: flags.contains(EventFlags::OUT),
                     error: flags.contains(EventFlags::ERR),
                     hangup: flags.intersects(EventFlags::HUP | EventFlags::RDHUP),
+                    // epoll's bits are poll(2)'s (`EPOLLIN` is `POLLIN`, …).
+                    revents: (flags & POLL_BITS).bits() as std::ffi::c_short,
                 },
             );
         }

@@ -8,6 +8,20 @@ use polling::{Event, Events, PollMode, Poller};
 
 use super::ready::{Found, Interest};
 
+/// poll(2)'s `revents` for what `polling` reported: it has no hang-up of both ways.
+fn poll_revents(event: &Event) -> std::ffi::c_short {
+    use super::ready::poll_bit;
+    use rustix::event::PollFlags;
+    let bits = [
+        (event.readable, PollFlags::IN),
+        (event.writable, PollFlags::OUT),
+        (event.is_err().unwrap_or(false), PollFlags::ERR),
+    ];
+    bits.into_iter()
+        .filter(|&(found, _)| found)
+        .fold(0, |revents, (_, flag)| revents | poll_bit(flag))
+}
+
 /// What the reactor watches: a poller holding the inner one.
 pub(super) struct Outer(Poller);
 
@@ -112,6 +126,7 @@ impl Instance {
                     writable: event.writable,
                     error: event.is_err().unwrap_or(false),
                     hangup: event.is_interrupt(),
+                    revents: poll_revents(&event),
                 },
             );
         }

@@ -47,6 +47,56 @@ impl Interest {
     pub fn is_empty(self) -> bool {
         self.0 == 0
     }
+
+    /// The interest of a `struct pollfd`'s `events`, for a library that says what to watch the way
+    /// poll(2) is asked (GLib's `GPollFD`, libusb's `libusb_pollfd`, ALSA's
+    /// `snd_pcm_poll_descriptors`): `POLLIN` or `POLLPRI` asks for [`READABLE`](Self::READABLE),
+    /// `POLLOUT` for [`WRITABLE`](Self::WRITABLE). The other bits are what poll(2) reports
+    /// without being asked (`POLLERR`, `POLLHUP`), which the set hands any registration too.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::Interest;
+    ///
+    /// // <poll.h>: POLLIN 0x1, POLLPRI 0x2, POLLOUT 0x4, POLLHUP 0x10.
+    /// assert_eq!(Interest::from_poll_events(0x1 | 0x10), Interest::READABLE);
+    /// assert_eq!(Interest::from_poll_events(0x4), Interest::WRITABLE);
+    /// assert_eq!(Interest::from_poll_events(0x10), Interest::NONE);
+    /// ```
+    #[cfg(unix)]
+    pub fn from_poll_events(events: std::ffi::c_short) -> Interest {
+        use rustix::event::PollFlags;
+        let mut interest = Interest::NONE;
+        if events & (poll_bit(PollFlags::IN) | poll_bit(PollFlags::PRI)) != 0 {
+            interest |= Interest::READABLE;
+        }
+        if events & poll_bit(PollFlags::OUT) != 0 {
+            interest |= Interest::WRITABLE;
+        }
+        interest
+    }
+}
+
+/// A poll(2) flag as `<poll.h>` defines it, in the type of `struct pollfd`'s fields.
+#[cfg(unix)]
+#[allow(clippy::unnecessary_cast)] // `u16` in rustix's own backend, `c_short` in its libc one
+pub(crate) fn poll_bit(flag: rustix::event::PollFlags) -> std::ffi::c_short {
+    flag.bits() as std::ffi::c_short
+}
+
+/// The poll(2) bits of the directions `interest` does not ask for.
+#[cfg(unix)]
+fn unasked_poll_bits(interest: Interest) -> std::ffi::c_short {
+    use rustix::event::PollFlags;
+    let mut unasked = 0;
+    if !interest.is_readable() {
+        unasked |= poll_bit(PollFlags::IN);
+    }
+    if !interest.is_writable() {
+        unasked |= poll_bit(PollFlags::OUT);
+    }
+    unasked
 }
 
 impl std::ops::BitOr for Interest {
@@ -95,7 +145,12 @@ pub(crate) struct Found {
     pub(crate) readable: bool,
     pub(crate) writable: bool,
     pub(crate) error: bool,
+    /// Hung up: the peer's writing side, or the whole connection.
     pub(crate) hangup: bool,
+    /// What poll(2) would have set in `revents`, asked for both directions (epoll reports in
+    /// its bits; kqueue and event ports as far as `polling` tells).
+    #[cfg(unix)]
+    pub(crate) revents: std::ffi::c_short,
 }
 
 impl Found {
@@ -106,6 +161,8 @@ impl Found {
             writable: self.writable && interest.is_writable(),
             error: self.error,
             hangup: self.hangup,
+            #[cfg(unix)]
+            revents: self.revents & !unasked_poll_bits(interest),
         };
         let any = found.readable || found.writable || found.error || found.hangup;
         (!interest.is_empty() && any).then_some(found)
@@ -147,5 +204,44 @@ impl Ready {
     /// kqueue's `EV_EOF`). What was sent before is still there to read.
     pub fn is_hangup(&self) -> bool {
         self.found.hangup
+    }
+
+    /// What was found, as poll(2) would have set a `struct pollfd`'s `revents` asked for the
+    /// registration's interest, for a library that is handed readiness that way (GLib's
+    /// `g_main_context_check`, ALSA's `snd_pcm_poll_descriptors_revents`): `POLLIN`, `POLLOUT`,
+    /// `POLLERR` and `POLLHUP`, as `<poll.h>` defines them.
+    ///
+    /// It is not [`is_hangup`](Self::is_hangup) as a bit: a TCP peer that closed (or only shut
+    /// down its writing side) is `POLLIN` alone, as poll(2) says it — the library reads what is
+    /// left, then the end of the stream — and `POLLHUP` is a connection closed both ways. On
+    /// Linux these are the kernel's own bits (epoll reports in them); on kqueue and event ports
+    /// they are built from what `polling` reports, which has no `POLLHUP`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::{Descriptors, Interest};
+    /// use std::io::Write;
+    /// use std::net::{TcpListener, TcpStream};
+    /// use std::os::fd::AsRawFd;
+    ///
+    /// let listener = TcpListener::bind("127.0.0.1:0")?;
+    /// let socket = TcpStream::connect(listener.local_addr()?)?;
+    /// let (mut peer, _) = listener.accept()?;
+    /// let descriptors = Descriptors::new()?;
+    /// descriptors.watch(socket.as_raw_fd(), Interest::READABLE, 1)?;
+    ///
+    /// // The peer answers and closes: the answer is still there to read, no `POLLHUP`.
+    /// peer.write_all(b"bye")?;
+    /// drop(peer);
+    /// let ready = descriptors.ready()[0];
+    /// assert!(ready.is_hangup());
+    /// const POLLIN: i16 = 0x1; // <poll.h>
+    /// assert_eq!(ready.poll_revents(), POLLIN);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    #[cfg(unix)]
+    pub fn poll_revents(&self) -> std::ffi::c_short {
+        self.found.revents
     }
 }
