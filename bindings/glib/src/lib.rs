@@ -44,6 +44,8 @@ pub struct Sources {
     context: MainContext,
     fired: Completions<u32, Instant>,
     fires: Arc<Vec<AtomicU32>>,
+    /// What each I/O watch was dispatched for (`GIOCondition` bits).
+    conditions: Arc<Vec<AtomicU32>>,
     counters: Arc<Counters>,
 }
 
@@ -83,6 +85,7 @@ impl Sources {
             context,
             fired: Completions::new(),
             fires: Arc::new((0..capacity).map(|_| AtomicU32::new(0)).collect()),
+            conditions: Arc::new((0..capacity).map(|_| AtomicU32::new(0)).collect()),
             counters,
         })
     }
@@ -118,9 +121,12 @@ impl Sources {
     /// Panics if `id` is out of range.
     pub fn watch_readable(&self, id: u32, fd: RawFd) {
         let (fires, fired) = (self.fires.clone(), self.fired.clone());
+        let conditions = self.conditions.clone();
         assert!((id as usize) < fires.len(), "source id {id} out of range");
+        let watched = IOCondition::IN;
         let source =
-            glib_unix::fd_source_new(fd, IOCondition::IN, None, Priority::DEFAULT, move |_, _| {
+            glib_unix::fd_source_new(fd, watched, None, Priority::DEFAULT, move |_, why| {
+                conditions[id as usize].store(why.bits(), Ordering::SeqCst);
                 fires[id as usize].fetch_add(1, Ordering::SeqCst);
                 fired.complete(id, Instant::now());
                 ControlFlow::Break
@@ -136,6 +142,12 @@ impl Sources {
     /// How often source `id` fired.
     pub fn fires(&self, id: u32) -> u32 {
         self.fires[id as usize].load(Ordering::SeqCst)
+    }
+
+    /// What the I/O watch `id` was last dispatched for, as GLib's poll would have said it
+    /// (`G_IO_IN`, and `G_IO_HUP` only for a connection closed both ways).
+    pub fn condition(&self, id: u32) -> IOCondition {
+        IOCondition::from_bits_truncate(self.conditions[id as usize].load(Ordering::SeqCst))
     }
 
     /// How the context was driven.

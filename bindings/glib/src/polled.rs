@@ -10,8 +10,6 @@ use ffi_pump::{Descriptors, Interest, Run};
 use glib::ffi::{self, GPollFD};
 use glib::MainContext;
 
-const READ_EVENTS: u16 = (ffi::G_IO_IN | ffi::G_IO_PRI) as u16;
-const WRITE_EVENTS: u16 = ffi::G_IO_OUT as u16;
 const ALWAYS_REPORTED: u16 = (ffi::G_IO_ERR | ffi::G_IO_HUP | ffi::G_IO_NVAL) as u16;
 
 /// The context, owned by the pump thread for its whole life, between two steps of an iteration.
@@ -101,25 +99,14 @@ impl PolledContext {
         (dispatched, deadline)
     }
 
-    /// `revents` for each record: what GLib wants of what the set found ready, and errors.
+    /// `revents` for each record: what poll(2) would have said, of what the record asks for and
+    /// what it reports unasked.
     fn fill_revents(&mut self, run: &Run<'_>) {
         for record in &mut self.fds {
             record.revents = 0;
         }
         for ready in run.ready() {
-            let mut revents = 0;
-            if ready.is_readable() {
-                revents |= READ_EVENTS;
-            }
-            if ready.is_writable() {
-                revents |= WRITE_EVENTS;
-            }
-            if ready.is_error() {
-                revents |= ffi::G_IO_ERR as u16;
-            }
-            if ready.is_hangup() {
-                revents |= ffi::G_IO_HUP as u16;
-            }
+            let revents = ready.poll_revents() as u16;
             for record in self.fds.iter_mut().filter(|r| r.fd == ready.fd()) {
                 record.revents |= revents & (record.events | ALWAYS_REPORTED);
             }
@@ -130,16 +117,11 @@ impl PolledContext {
     /// refuses (a regular file) stays out of the set; GLib's sources here poll sockets and its
     /// own wake-up only.
     fn watch_what_glib_polls(&mut self) {
-        let _ = self.descriptors.watch_only(self.fds.iter().map(|record| {
-            let mut interest = Interest::NONE;
-            if record.events & READ_EVENTS != 0 {
-                interest |= Interest::READABLE;
-            }
-            if record.events & WRITE_EVENTS != 0 {
-                interest |= Interest::WRITABLE;
-            }
-            (record.fd, interest)
-        }));
+        let _ = self.descriptors.watch_only(
+            self.fds
+                .iter()
+                .map(|record| (record.fd, Interest::from_poll_events(record.events as i16))),
+        );
     }
 
     /// Whether this thread owns the context.

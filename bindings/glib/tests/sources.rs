@@ -2,6 +2,7 @@
 //! fires once, each wait sees it, no iteration while nothing is due, I/O watches fire on a write.
 
 use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::Ordering;
@@ -10,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use ffi_pump::Error;
 use ffi_pump_glib::Sources;
+use glib::IOCondition;
 
 #[test]
 fn a_thousand_timeouts_fire_once_each_and_are_seen() {
@@ -133,4 +135,41 @@ fn an_io_watch_fires_when_its_socket_is_written() {
         assert_eq!(sources.fires(id), 1, "watch {id}");
     }
     assert!(smol::block_on(sources.owns_context()).expect("call"));
+}
+
+/// GLib is handed what its own `poll()` would have said: a TCP peer that answers and closes has
+/// only stopped writing — `G_IO_IN`, the answer still to read — while a socket closed both ways
+/// is `G_IO_IN | G_IO_HUP`. A watch that took the first for a hang-up would drop the answer.
+#[test]
+fn an_io_watch_is_told_a_hang_up_only_when_poll_would_say_one() {
+    let sources = Sources::new(2).expect("pump thread");
+    let listener = TcpListener::bind("127.0.0.1:0").expect("listen");
+    let socket = TcpStream::connect(listener.local_addr().expect("address")).expect("connect");
+    let (mut peer, _) = listener.accept().expect("accept");
+    let (unix, unix_peer) = UnixStream::pair().expect("socket pair");
+    smol::block_on(async {
+        sources.watch_readable(0, socket.as_raw_fd());
+        peer.write_all(b"bye").expect("write");
+        drop(peer);
+        sources
+            .fired(0, Duration::from_secs(5))
+            .await
+            .expect("the answer is seen");
+        assert_eq!(
+            sources.condition(0),
+            IOCondition::IN,
+            "the TCP peer's close"
+        );
+        let mut answer = Vec::new();
+        (&socket).read_to_end(&mut answer).expect("read");
+        assert_eq!(answer, b"bye");
+
+        sources.watch_readable(1, unix.as_raw_fd());
+        drop(unix_peer);
+        sources
+            .fired(1, Duration::from_secs(5))
+            .await
+            .expect("the hang-up is seen");
+        assert_eq!(sources.condition(1), IOCondition::IN | IOCondition::HUP);
+    });
 }
