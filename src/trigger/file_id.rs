@@ -1,5 +1,11 @@
-//! [`FileId`]: which open file a descriptor number names, so the set can tell the file it watches
-//! from a number the library closed, or that names another file by now.
+//! [`FileId`]: which file a descriptor number names, so the set can tell the file it watches from
+//! a number the library closed, or that names another file by now.
+//!
+//! Device and inode tell two live sockets apart, but not two open files of one inode: every
+//! eventfd, timerfd, signalfd and epoll instance shares the kernel's anonymous inode, and a FIFO
+//! or a device node opened again by path is the same inode under a new open file. For those the
+//! set asks the kernel itself whether its entry is still the number's file
+//! (`Instance::still_holds`).
 
 use std::os::fd::{BorrowedFd, RawFd};
 
@@ -8,6 +14,7 @@ use std::os::fd::{BorrowedFd, RawFd};
 pub(super) struct FileId {
     dev: u64,
     ino: u64,
+    socket: bool,
 }
 
 impl FileId {
@@ -26,6 +33,13 @@ impl FileId {
         Some(FileId {
             dev: stat.st_dev as u64,
             ino: stat.st_ino as u64,
+            socket: rustix::fs::FileType::from_raw_mode(stat.st_mode)
+                == rustix::fs::FileType::Socket,
         })
+    }
+
+    /// Whether the identity names one open file: a socket's inode is its own while it lives.
+    pub(super) fn is_a_socket(self) -> bool {
+        self.socket
     }
 }

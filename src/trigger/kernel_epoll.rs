@@ -84,6 +84,15 @@ impl Instance {
         .map_err(io::Error::from)
     }
 
+    /// Whether the entry for `fd` (under `key`, asking `asked`) is still the file the number
+    /// names: the kernel keys its entries by open file and number, so it refuses to change one
+    /// for a number that names another file now (`ENOENT`) or none (`EBADF`). Changing it to
+    /// what it is changes nothing.
+    pub(super) fn still_holds(&self, fd: RawFd, key: u64, asked: Interest) -> bool {
+        let (data, flags) = (EventData::new_u64(key), flags(asked));
+        by_number(fd, |fd| epoll::modify(&self.0, fd, data, flags)).is_ok()
+    }
+
     /// Takes `fd` out. The kernel refuses only when the number no longer names the file
     /// registered (closed: `EBADF`; another file: `ENOENT`, or `EPERM`, `EINVAL` for a regular
     /// file or an epoll instance); the entry is then gone already, or a leftover of a descriptor

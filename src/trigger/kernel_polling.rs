@@ -100,6 +100,24 @@ impl Instance {
         }
     }
 
+    /// Whether the entry for `fd` (under `key`, asking `asked`) is still the file the number
+    /// names, asked by changing it to what it is: on epoll (`polling`'s form on Linux) the
+    /// kernel refuses that for a number that names another file now. kqueue drops a number's
+    /// events when it is closed, and re-adds them here for the file it names now, as an event
+    /// port re-associates it: what the library watched under the number is then what is watched.
+    #[allow(unsafe_code)]
+    pub(super) fn still_holds(&self, fd: RawFd, key: u64, asked: Interest) -> bool {
+        let Ok(key) = usize::try_from(key) else {
+            return false;
+        };
+        let event = Event::new(key, asked.is_readable(), asked.is_writable());
+        // SAFETY: as in `control`: the borrow lasts for one call that names the number.
+        let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+        self.0
+            .modify_with_mode(borrowed, event, PollMode::Level)
+            .is_ok()
+    }
+
     /// Takes `fd` out; a number that no longer names the file registered is not an error (the
     /// registration is gone either way).
     #[allow(unsafe_code)]

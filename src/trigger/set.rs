@@ -41,10 +41,15 @@ use super::ready::{Interest, RawDescriptor, Ready};
 /// The set carries the rest, also for a library that closes first, or never unwatches: while a
 /// duplicate of the descriptor stays open elsewhere (a forked child), the kernel goes on
 /// reporting the old file, and on Unix the set looks at each report whether the number still
-/// names the file it watched (one `fstat`). If not — closed, or taken by a new file — nothing is
+/// names the file it watched: one `fstat` for a socket (whose inode is its own), and for any
+/// other file — an eventfd, a timerfd, a FIFO or a device opened again, which share an inode
+/// with their new open file — one `epoll_ctl` more, which the kernel refuses for a number whose
+/// open file is not the one watched. If not — closed, or taken by a new file — nothing is
 /// handed for it, its registrations are let go of as if unwatched, and the set moves the others
 /// to a new kernel instance, leaving the old file behind: the pump does not spin, and a new file
-/// under the number is watched only when the library watches it (then as the new file).
+/// under the number is watched only when the library watches it (then as the new file). On
+/// kqueue and event ports a descriptor's events go with its close, and watching the number
+/// again registers the file it names now.
 ///
 /// # Platforms
 ///
@@ -137,21 +142,6 @@ struct Watched {
     /// The file the number named when it was handed to the kernel.
     #[cfg(unix)]
     file: Option<super::file_id::FileId>,
-}
-
-impl Watched {
-    /// Whether `fd` still names the file this entry watches: a report for a number the library
-    /// closed without unwatching (its file kept open by a duplicate elsewhere), or that names
-    /// another file by now, is not the library's descriptor's.
-    fn names_its_file(&self, fd: RawDescriptor) -> bool {
-        #[cfg(unix)]
-        return self.file.is_none() || super::file_id::FileId::of(fd) == self.file;
-        #[cfg(windows)]
-        {
-            let _ = fd;
-            true
-        }
-    }
 }
 
 impl fmt::Debug for Descriptors {
@@ -286,11 +276,7 @@ impl Descriptors {
         // The number was closed and names a new file: what was watched under it is gone (the
         // library closed without unwatching), and the new file is watched as new.
         #[cfg(unix)]
-        if table
-            .fds
-            .get(&fd)
-            .is_some_and(|watched| !watched.names_its_file(fd))
-        {
+        if table.fds.contains_key(&fd) && !table.names_its_file(fd) {
             table.let_go(fd);
             // Failing, the old file's leftover is moved out at its next report.
             let _ = self.move_to_new_instance(table);
@@ -504,12 +490,11 @@ impl Descriptors {
                 leftover = true;
                 return;
             };
-            let watched = &table.fds[&fd];
-            if !watched.names_its_file(fd) {
+            if !table.names_its_file(fd) {
                 closed.push(fd);
                 return;
             }
-            for token in &watched.tokens {
+            for token in &table.fds[&fd].tokens {
                 if let Some(found) = found.for_interest(table.tokens[token].interest) {
                     ready.push(Ready::new(*token, fd, found));
                 }
@@ -606,7 +591,7 @@ impl Descriptors {
                 file: None,
             }
         });
-        // The file the kernel watches from now on, for `names_its_file`.
+        // The file the kernel watches from now on, for `Table::names_its_file`.
         #[cfg(unix)]
         if !asked.is_empty() && (before.is_empty() || force) {
             watched.file = super::file_id::FileId::of(fd);
@@ -625,6 +610,28 @@ impl Descriptors {
 }
 
 impl Table {
+    /// Whether the held descriptor `fd` still names the file this set's entry watches: a report
+    /// for a number the library closed without unwatching (its file kept open by a duplicate
+    /// elsewhere), or that names another file by now, is not the library's descriptor's.
+    fn names_its_file(&self, fd: RawDescriptor) -> bool {
+        #[cfg(unix)]
+        {
+            let watched = &self.fds[&fd];
+            let Some(file) = watched.file else {
+                return true;
+            };
+            // A socket's identity is its own; any other may be shared by a new open file, which
+            // the kernel's entry tells apart.
+            super::file_id::FileId::of(fd) == Some(file)
+                && (file.is_a_socket() || self.instance.still_holds(fd, watched.key, watched.asked))
+        }
+        #[cfg(windows)]
+        {
+            let _ = fd;
+            true
+        }
+    }
+
     /// Forgets `fd` and every registration on it, as if each was unwatched, without asking the
     /// kernel: its number no longer names the file watched (the move to a new instance leaves
     /// that file behind).
