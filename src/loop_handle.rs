@@ -201,6 +201,12 @@ impl<S: 'static> LoopHandle<S> {
     /// own. If the pump is closed, `start` is dropped unrun and the wait ends with
     /// [`Error::Closed`].
     ///
+    /// The key is the wait's from this call on, not from its first poll: if it is another
+    /// wait's — pending, or given up with its `cancel` still to run — `start` is dropped unrun
+    /// and the wait ends with [`Error::KeyInUse`], so no work is started that nobody would take
+    /// or cancel. A value the table already holds for the key (completed while nobody waited)
+    /// is the wait's answer, and `start` is dropped unrun too.
+    ///
     /// # Examples
     ///
     /// ```
@@ -255,13 +261,17 @@ impl<S: 'static> LoopHandle<S> {
         // cancel owed; it runs only if `start` ran.
         let started = Started::default();
         let ran = started.clone();
-        let wait = WaitKey::new(self.core.clone(), table, key).on_cancel(self, move |state| {
+        let mut wait = WaitKey::new(self.core.clone(), table, key).on_cancel(self, move |state| {
             if ran.ran() {
                 cancel(state);
             }
         });
-        // A closed pump drops `start`; the wait then ends with the pump's error.
-        let _ = self.post(started.marking(start));
+        // The key is taken before `start` goes: work is started only for a wait that will get
+        // its value, or cancel it.
+        if wait.claim() {
+            // A closed pump drops `start`; the wait then ends with the pump's error.
+            let _ = self.post(started.marking(start));
+        }
         wait
     }
 }

@@ -478,6 +478,53 @@ on_every_backend! {
     }
 }
 
+/// Found by a hostile probe: a `submit` on a key whose last wait gave up, its cancel still
+/// queued behind a slow call on the loop's thread, ended with `KeyInUse` — and its `start` ran
+/// all the same: work that nobody would cancel, whose value then answered the next submit on
+/// the key. The key is now taken when `submit` is called, and `start` goes only with it.
+#[test]
+fn a_submit_on_a_key_in_use_starts_nothing() {
+    async_io::block_on(async {
+        let (_pump, handle) = Pump::builder()
+            .build_with_state(|_| Ok(Vec::<&'static str>::new()), |_, _| None)
+            .expect("pump thread starts");
+        let table = Completions::<u32, &'static str>::new();
+        let submit = |tag: &'static str| {
+            let start = move |started: &mut Vec<&'static str>| started.push(tag);
+            let cancel = move |started: &mut Vec<&'static str>| started.retain(|&t| t != tag);
+            handle.submit(&table, 1, start, cancel)
+        };
+        let first = submit("first").timeout(Duration::from_millis(20));
+        within("a call", handle.call(|_| ()))
+            .await
+            .expect("started");
+        let (gate, busy) = hold_the_loop_thread(&handle).await;
+        assert_eq!(first.await, Err(Error::TimedOut));
+        // The first wait's cancel waits behind the busy call: the key is not free yet.
+        let second = submit("second").timeout(Duration::from_millis(20)).await;
+        assert_eq!(second, Err(Error::KeyInUse));
+        gate.send(()).expect("the busy call waits");
+        within("the busy call", busy).await.expect("it ran");
+        let started = handle.call(|started| started.clone());
+        let started = within("a call", started).await.expect("it ran");
+        assert_eq!(
+            started,
+            Vec::<&str>::new(),
+            "the first cancelled, the second never started"
+        );
+
+        let third = submit("third").timeout(HANG);
+        let table = table.clone();
+        let finish = handle.call(move |started| {
+            for tag in started.drain(..) {
+                table.complete(1, tag);
+            }
+        });
+        within("a call", finish).await.expect("it ran");
+        assert_eq!(third.await, Ok("third"), "its own value, nothing left over");
+    });
+}
+
 // 8, which needs the descriptor set (epoll).
 #[cfg(any(target_os = "linux", target_os = "android"))]
 mod io {

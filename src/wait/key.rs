@@ -8,7 +8,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, Weak};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Wake, Waker};
 
 use super::{Pending, Timeout, Wait};
 use crate::completions::{GaveUp, KeyState, Table};
@@ -38,6 +38,8 @@ struct Keyed<K: Eq + Hash + Clone, V> {
     /// With a cancel hook: set, under the table's lock, when the wait takes its value, so the
     /// hook run by a close at that moment knows there is nothing to cancel.
     settled: Option<Arc<AtomicBool>>,
+    /// What a claim made before the first poll ([`WaitKey::claim`]) ended with.
+    claimed: Option<Result<V, Error>>,
 }
 
 impl<K, V> Keyed<K, V>
@@ -62,6 +64,9 @@ where
     type Output = V;
 
     fn poll_wait(&mut self, cx: &mut Context<'_>) -> Poll<Result<V, Error>> {
+        if let Some(outcome) = self.claimed.take() {
+            return Poll::Ready(outcome);
+        }
         let new = matches!(self.state, State::New);
         if new {
             self.core.may_wait()?;
@@ -161,6 +166,13 @@ impl<K: Eq + Hash + Clone, V> Keyed<K, V> {
     }
 }
 
+/// The waker of a key claimed before the wait's first poll, which brings the real one.
+struct Unpolled;
+
+impl Wake for Unpolled {
+    fn wake(self: Arc<Self>) {}
+}
+
 // The key is never pinned (only cloned and compared), so the wait may move freely.
 impl<K: Eq + Hash + Clone, V> Unpin for Keyed<K, V> {}
 
@@ -212,7 +224,27 @@ impl<K: Eq + Hash + Clone, V> WaitKey<K, V> {
                 state: State::New,
                 on_cancel: None,
                 settled: None,
+                claimed: None,
             }),
+        }
+    }
+
+    /// Takes the key now, as the first poll would (its waker comes with that poll): whether it
+    /// is this wait's. If not — another wait's, holding a value already, or the pump closed —
+    /// the wait has ended, and its first poll says how.
+    pub(crate) fn claim(&mut self) -> bool
+    where
+        K: Send + 'static,
+        V: Send + 'static,
+    {
+        let unpolled = Waker::from(Arc::new(Unpolled));
+        let keyed = self.wait.wait_mut();
+        match keyed.poll_wait(&mut Context::from_waker(&unpolled)) {
+            Poll::Pending => true,
+            Poll::Ready(outcome) => {
+                keyed.claimed = Some(outcome);
+                false
+            }
         }
     }
 
