@@ -7,7 +7,7 @@
 //! only, in a map of that thread, by pump and request.
 
 use std::any::Any;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 
 /// A request: its pump's id and its own.
@@ -15,6 +15,28 @@ pub(crate) type Key = (usize, u64);
 
 thread_local! {
     static KEPT: RefCell<HashMap<Key, Box<dyn Any>>> = RefCell::new(HashMap::new());
+    /// The request whose `start` runs on this thread now.
+    static STARTING: Cell<Option<Key>> = const { Cell::new(None) };
+}
+
+/// Runs `start`, the `start` of the request `key`, marked as such ([`is_starting`]); its panic
+/// is caught and returned.
+pub(crate) fn run_start<T>(key: Key, start: impl FnOnce() -> T) -> std::thread::Result<T> {
+    let before = STARTING
+        .try_with(|starting| starting.replace(Some(key)))
+        .ok()
+        .flatten();
+    let started = std::panic::catch_unwind(std::panic::AssertUnwindSafe(start));
+    let _ = STARTING.try_with(|starting| starting.set(before));
+    started
+}
+
+/// Whether the `start` of the request `key` runs on this thread (and, dropping its completer
+/// as it panics, will answer the request with its panic).
+pub(crate) fn is_starting(key: Key) -> bool {
+    STARTING
+        .try_with(|starting| starting.get() == Some(key))
+        .unwrap_or(false)
 }
 
 /// Keeps `value` for `key` on this thread (the loop's).

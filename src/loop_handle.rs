@@ -12,6 +12,7 @@ use std::hash::Hash;
 
 use crate::calls::{Calls, Cleanup, Reply, Ticket};
 use crate::core::Core;
+use crate::request::Answer;
 use crate::{Completer, Completions, Emitter, Error, Request, RequestId, Subscription, WaitKey};
 
 /// A handle on the state of a loop that lives on the pump's thread
@@ -371,6 +372,11 @@ impl<S: 'static> LoopHandle<S> {
     /// The request ends with the pump's error if the pump is closed (then `start` does not
     /// run), and with [`Error::Unanswered`] if the library drops the completer unused.
     ///
+    /// # Panics
+    ///
+    /// A panic in `start` is caught on the loop's thread, which goes on, and resumed in the task
+    /// awaiting the request, as a [`call`](LoopHandle::call)'s is.
+    ///
     /// # Examples
     ///
     /// ```
@@ -419,6 +425,7 @@ impl<S: 'static> LoopHandle<S> {
         let id = RequestId(self.calls.next_request());
         let key = (self.core.id(), id.get());
         let table = Completions::new();
+        let answers = table.clone();
         let forget: Weak<dyn crate::kept::Forget> = Arc::downgrade(&self.calls) as _;
         let done = Completer::new(
             table.clone(),
@@ -429,9 +436,11 @@ impl<S: 'static> LoopHandle<S> {
         let wait = self.submit(
             &table,
             (),
-            move |state| {
-                let kept = start(state, done);
-                crate::kept::keep(key, Box::new(kept));
+            move |state| match crate::kept::run_start(key, || start(state, done)) {
+                Ok(kept) => crate::kept::keep(key, Box::new(kept)),
+                // Its completer went as it unwound, unanswered: the request is answered with
+                // the panic, for the awaiting task.
+                Err(panic) => drop(answers.complete((), Answer::Panicked(panic))),
             },
             move |state| {
                 if let Some(kept) = crate::kept::take::<T>(key) {

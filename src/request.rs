@@ -1,8 +1,10 @@
 //! [`LoopHandle::request`](crate::LoopHandle::request): work on the loop's thread whose one
 //! result the library hands back through a [`Completer`], with keys the pump allocates.
 
+use std::any::Any;
 use std::fmt;
 use std::future::Future;
+use std::panic::resume_unwind;
 use std::pin::Pin;
 use std::sync::Weak;
 use std::task::{Context, Poll};
@@ -43,6 +45,16 @@ impl RequestId {
     }
 }
 
+/// How a request was answered.
+pub(crate) enum Answer<V> {
+    /// Completed with a value.
+    Value(V),
+    /// Its completer was dropped unused, or the pump closed.
+    Failed(Error),
+    /// Its `start` panicked: resumed in the task awaiting the request.
+    Panicked(Box<dyn Any + Send>),
+}
+
 /// The library's end of a request: complete it once with the result, on the loop's thread
 /// (typically from `run_once`, where the C library reports what finished).
 ///
@@ -51,7 +63,7 @@ impl RequestId {
 /// forgot.
 #[must_use = "a request ends with Error::Unanswered if its completer is dropped unused"]
 pub struct Completer<V> {
-    table: Completions<(), Result<V, Error>>,
+    table: Completions<(), Answer<V>>,
     id: RequestId,
     core: Weak<Core>,
     answered: bool,
@@ -61,7 +73,7 @@ pub struct Completer<V> {
 
 impl<V> Completer<V> {
     pub(crate) fn new(
-        table: Completions<(), Result<V, Error>>,
+        table: Completions<(), Answer<V>>,
         id: RequestId,
         core: Weak<Core>,
         kept: Option<(kept::Key, Weak<dyn Forget>)>,
@@ -106,7 +118,7 @@ impl<V> Completer<V> {
     /// ```
     pub fn complete(mut self, value: V) {
         self.answered = true;
-        drop(self.table.complete((), Ok(value)));
+        drop(self.table.complete((), Answer::Value(value)));
     }
 
     /// The request is answered: what `start` returned goes, here if this is the loop's thread
@@ -126,8 +138,19 @@ impl<V> Drop for Completer<V> {
     fn drop(&mut self) {
         self.forget_kept();
         if !self.answered {
+            let unwinding = std::thread::panicking();
+            // Dropped as its own request's `start` panics: the request is answered with that
+            // panic, where it is caught.
+            if unwinding
+                && self
+                    .kept
+                    .as_ref()
+                    .is_some_and(|&(key, _)| kept::is_starting(key))
+            {
+                return;
+            }
             // Dropped as `run_once` unwinds: the pump is about to fail with `Panicked`.
-            let why = match std::thread::panicking() {
+            let why = match unwinding {
                 true => Error::Panicked,
                 false => self
                     .core
@@ -135,7 +158,7 @@ impl<V> Drop for Completer<V> {
                     .and_then(|core| core.status().err())
                     .unwrap_or(Error::Unanswered),
             };
-            drop(self.table.complete((), Err(why)));
+            drop(self.table.complete((), Answer::Failed(why)));
         }
     }
 }
@@ -151,18 +174,24 @@ impl<V> fmt::Debug for Completer<V> {
 /// Future returned by [`LoopHandle::request`](crate::LoopHandle::request): the value the
 /// library completed the request with.
 ///
+/// # Panics
+///
+/// Resumes the panic of the request's `start` (caught on the loop's thread, which goes on), as
+/// [`LoopHandle::call`](crate::LoopHandle::call) does with its closure's; panics if polled again
+/// after it completed.
+///
 /// # Cancel safety
 ///
 /// Dropping it gives the request up: its cancel runs on the loop's thread (if its start ran and
 /// it had not completed), as for [`WaitKey::on_cancel`].
 #[must_use = "futures do nothing unless you `.await` or poll them"]
 pub struct Request<V> {
-    wait: WaitKey<(), Result<V, Error>>,
+    wait: WaitKey<(), Answer<V>>,
     id: RequestId,
 }
 
 impl<V> Request<V> {
-    pub(crate) fn new(wait: WaitKey<(), Result<V, Error>>, id: RequestId) -> Self {
+    pub(crate) fn new(wait: WaitKey<(), Answer<V>>, id: RequestId) -> Self {
         Request { wait, id }
     }
 
@@ -209,7 +238,11 @@ impl<V: Send + 'static> Future for Request<V> {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         Pin::new(&mut self.wait)
             .poll(cx)
-            .map(|outcome| outcome.and_then(|value| value))
+            .map(|outcome| match outcome {
+                Ok(Answer::Value(value)) => Ok(value),
+                Ok(Answer::Failed(why)) | Err(why) => Err(why),
+                Ok(Answer::Panicked(panic)) => resume_unwind(panic),
+            })
     }
 }
 

@@ -260,3 +260,37 @@ fn what_start_returns_goes_to_the_cancel_or_is_dropped_once_answered() {
         );
     });
 }
+
+/// Found by a hostile probe: a request whose `start` panicked ended with `Error::Panicked`,
+/// which says the pump failed, while the pump went on. The panic now reaches the awaiting task,
+/// as a call's does; its cancel does not run (nothing was started), and the pump goes on.
+#[test]
+fn a_panic_in_start_reaches_the_awaiting_task_and_the_pump_goes_on() {
+    let cancels = Arc::new(AtomicUsize::new(0));
+    let counted = cancels.clone();
+    let (pump, handle) = Pump::builder()
+        .build_with_state(|_| Ok(()), |_, _| None)
+        .expect("pump thread starts");
+    let request = handle.request(
+        |_, _done: Completer<u64>| -> () { panic!("a start that panics (expected by this test)") },
+        move |_, ()| {
+            counted.fetch_add(1, SeqCst);
+        },
+    );
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        futures_lite::future::block_on(request.timeout(common::HANG))
+    }));
+    let panic = outcome.expect_err("the start's panic, resumed");
+    let message = panic.downcast_ref::<&str>().copied();
+    assert_eq!(message, Some("a start that panics (expected by this test)"));
+    futures_lite::future::block_on(async {
+        let later = handle.request(|_, done: Completer<u64>| done.complete(7), |_, ()| {});
+        assert_eq!(
+            common::within("a request", later).await,
+            Ok(7),
+            "the pump goes on"
+        );
+    });
+    assert_eq!(cancels.load(SeqCst), 0, "nothing was started to cancel");
+    assert!(!pump.stats().panicked && !pump.is_closed());
+}
