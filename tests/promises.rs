@@ -861,3 +861,34 @@ mod a_wait_that_gives_up_after_its_check_held {
         });
     }
 }
+
+/// Found by a hostile probe: a `wait_for` whose deadline passed while its check, running on the
+/// pump, was handing out its value (taking it out of the library) ended with `TimedOut`, and the
+/// value was dropped with the wait's state. A wait that is ready wins over its deadline: the
+/// timeout waits for the pass under way and hands the value over.
+#[test]
+fn a_value_its_check_handed_out_as_the_deadline_passed_is_not_lost() {
+    let pump = Pump::builder().build(|| {}).expect("valid settings");
+    pump.spawn_on(ffi_pump::Backend::Thread).expect("a thread");
+    let (calls, handed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (calling, handing) = (calls.clone(), handed.clone());
+    let outcome = async_io::block_on(
+        pump.wait_for(move || {
+            // The first poll's own check finds nothing; the pump's, slow, hands out the value.
+            if calling.fetch_add(1, SeqCst) == 0 {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+            handing.fetch_add(1, SeqCst);
+            Some(200_u16)
+        })
+        .timeout(Duration::from_millis(30)),
+    );
+    assert_eq!(
+        handed.load(SeqCst),
+        1,
+        "the check handed its value out once"
+    );
+    assert_eq!(outcome, Ok(200), "and the wait has it");
+    assert_eq!(pump.stats().pending_waits, 0);
+}

@@ -537,6 +537,16 @@ impl Registry {
         }
     }
 
+    /// Returns once no pass is under way: every entry whose check ended in the pass that was
+    /// running (if any) has been finished ([`Evaluate::finish`] comes after the walk of its
+    /// column, not inside its block).
+    pub(crate) fn wait_pass_out(&self) {
+        let mut step = 0;
+        while self.evaluating.load(Acquire) != NO_BLOCK {
+            spin_step(&mut step);
+        }
+    }
+
     /// Uncounts `n` marks: their entries left the slab, or their waits found them finished.
     fn unmark(&self, n: usize) {
         if n > 0 {

@@ -101,7 +101,7 @@ where
             Entry::Occupied(mut state) => {
                 if let Err(why) = self.core.status() {
                     drop(keys);
-                    self.leave();
+                    crate::unwind::drop_caught(self.leave());
                     return Poll::Ready(Err(why));
                 }
                 if let KeyState::Waiting(old) = state.get_mut() {
@@ -115,7 +115,7 @@ where
                 // Under the table lock, so a close after this look wakes the waker inserted here.
                 if let Err(why) = self.core.status() {
                     drop(keys);
-                    self.leave();
+                    crate::unwind::drop_caught(self.leave());
                     return Poll::Ready(Err(why));
                 }
                 state.insert(KeyState::Waiting(cx.waker().clone()));
@@ -129,8 +129,8 @@ where
         }
     }
 
-    fn cancel(&mut self) {
-        self.leave();
+    fn cancel(&mut self) -> Option<Result<V, Error>> {
+        self.leave().map(Ok)
     }
 }
 
@@ -139,8 +139,10 @@ impl<K: Eq + Hash + Clone, V> Keyed<K, V> {
     /// table. Without a cancel hook a completed value stays there for the next wait on the key,
     /// or for [`Completions::take`]; with one, the key is marked abandoned (a value completed
     /// before the hook runs is dropped) and the hook goes to the loop's thread — or, if that
-    /// thread took it already as it stopped, the mark goes again at once.
-    fn leave(&mut self) {
+    /// thread took it already as it stopped, the mark goes again at once. Returns the value of a
+    /// key that completed before the wait gave up (the work finished: no hook runs), which a
+    /// timeout hands over and a drop drops.
+    fn leave(&mut self) -> Option<V> {
         let waiting = matches!(self.state, State::Waiting { .. });
         self.state = State::Done;
         if let Some(mut hook) = self.on_cancel.take() {
@@ -153,16 +155,18 @@ impl<K: Eq + Hash + Clone, V> Keyed<K, V> {
                 }
                 // The work finished, or is another wait's: the hook goes unrun.
                 GaveUp::Completed(value) => {
-                    crate::unwind::drop_caught(value);
+                    drop(hook);
+                    return Some(value);
                 }
                 GaveUp::NotMine => {}
             }
             drop(hook);
-            return;
+            return None;
         }
         if waiting {
             self.table.leave(&self.key);
         }
+        None
     }
 }
 
@@ -178,7 +182,8 @@ impl<K: Eq + Hash + Clone, V> Unpin for Keyed<K, V> {}
 
 impl<K: Eq + Hash + Clone, V> Drop for Keyed<K, V> {
     fn drop(&mut self) {
-        self.leave();
+        // Nobody takes a value completed meanwhile; what it holds may panic as it goes.
+        crate::unwind::drop_caught(self.leave());
     }
 }
 
@@ -276,8 +281,9 @@ where
     /// before its key completed, `cancel` runs on the loop's thread with the state, exactly
     /// once, to remove the C object the key stood for (a transfer, a timer). A value completed
     /// for the key and not yet taken when the wait gave up (the work finished: `cancel` does not
-    /// run), or completed after and before `cancel` ran, is dropped instead of kept for a wait
-    /// that will never come.
+    /// run) is the answer of a wait that timed out — it wins over the deadline — and dropped
+    /// with a wait that was dropped; one completed after and before `cancel` ran is dropped
+    /// instead of kept for a wait that will never come.
     ///
     /// When the pump closes, the cancels of the waits it ends run on the loop's thread before
     /// the state is dropped, after the last run; if the state was never made (the factory

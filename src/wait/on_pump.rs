@@ -75,12 +75,15 @@ where
     }
 
     fn finish(&self, checked: Self::Checked) -> Finished {
+        // The outcome first: a wait that finds its mark finished as it gives up finds the
+        // outcome there too.
+        let waker = self.node.complete(match checked {
+            Ok(value) => Outcome::Ready(value),
+            Err(panic) => Outcome::CheckPanicked(panic),
+        });
         Finished {
             marked: self.node.mark.finish(),
-            waker: self.node.complete(match checked {
-                Ok(value) => Outcome::Ready(value),
-                Err(panic) => Outcome::CheckPanicked(panic),
-            }),
+            waker,
         }
     }
 
@@ -220,6 +223,26 @@ impl<C, T> OnPump<C, T> {
         self.leave_registered();
     }
 
+    /// Gives up at its deadline, keeping what the check found meanwhile: a check that ended the
+    /// wait in the pass under way is told to it only once the pass finished its entries, so the
+    /// wait waits for that pass (not from inside one of its checks) and takes the outcome.
+    fn time_out(&mut self) -> Option<Outcome<T>> {
+        let mut ended = None;
+        if let State::Registered(node) = &self.state {
+            let inside = reentry::is_inside(self.core.id());
+            self.core.registry.withdraw(&node.mark, inside);
+            if !inside {
+                self.core.registry.wait_pass_out();
+            }
+            let mut outcome = lock(&node.outcome);
+            if matches!(*outcome, Outcome::Ready(_) | Outcome::CheckPanicked(_)) {
+                ended = Some(std::mem::replace(&mut *outcome, Outcome::Taken));
+            }
+        }
+        self.leave_registered();
+        ended
+    }
+
     /// Ends the wait's state (it is done), uncounting it from the pump's demand if it was
     /// registered.
     fn leave_registered(&mut self) {
@@ -279,8 +302,12 @@ impl<C, T> Wait for OnPump<C, T> {
         }
     }
 
-    fn cancel(&mut self) {
-        self.give_up();
+    fn cancel(&mut self) -> Option<Result<T, Error>> {
+        match self.time_out()? {
+            Outcome::Ready(value) => Some(Ok(value)),
+            Outcome::CheckPanicked(panic) => resume_unwind(panic),
+            _ => None,
+        }
     }
 }
 

@@ -16,8 +16,10 @@ pub(crate) trait Wait: Unpin {
     fn poll_wait(&mut self, cx: &mut Context<'_>) -> Poll<Result<Self::Output, Error>>;
 
     /// Gives up (timed out): afterwards the wait leaves nothing behind in the pump. Its `Drop`
-    /// does the same.
-    fn cancel(&mut self);
+    /// does the same. Returns what the wait ended with meanwhile, if it did (its check succeeded
+    /// in a pass under way, its key completed): a wait that is ready wins over its deadline,
+    /// and nothing its check handed out is lost.
+    fn cancel(&mut self) -> Option<Result<Self::Output, Error>>;
 }
 
 /// A wait and its optional deadline: polls the wait first, then the timer, so a wait that is
@@ -72,8 +74,7 @@ impl<W: Wait> Timeout<W> {
             if Pin::new(timer).poll(cx).is_ready() {
                 self.done = true;
                 self.timer = None;
-                self.wait.cancel();
-                return Poll::Ready(Err(Error::TimedOut));
+                return Poll::Ready(self.wait.cancel().unwrap_or(Err(Error::TimedOut)));
             }
         }
         Poll::Pending
