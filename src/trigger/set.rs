@@ -234,14 +234,18 @@ impl Descriptors {
     ///
     /// [`Interest::NONE`] keeps the registration without waiting on it. The library unwatches
     /// before it closes the descriptor (see "The library's part" above). Re-watching with what
-    /// the registration already asks costs no system call.
+    /// the registration already asks changes nothing in the kernel; on Unix it costs the look
+    /// at whether the number still names the file watched (an `fstat`, and for what is not a
+    /// socket an `epoll_ctl`).
     ///
     /// # Errors
     ///
     /// What the kernel says (`EBADF` for a closed descriptor, `EPERM` for a regular file,
     /// `ELOOP` for the set itself or a set that watches this one; `EBADF` for a
     /// negative number, whatever the interest; on Windows `WSAENOTSOCK` for `INVALID_SOCKET`);
-    /// the set is left as it was, and stays usable.
+    /// the set is left as it was, and stays usable. The kernel hears only of what a
+    /// registration waits on: with [`Interest::NONE`] alone on it, a number is not looked at
+    /// until an interest is asked of it.
     ///
     /// # Examples
     ///
