@@ -204,3 +204,33 @@ fn wait_on_a_pump_nobody_drives_fails_fast() {
     futures_lite::future::block_on(pump.turn()).expect("turn runs the loop");
     assert_eq!(fx.stats().calls, 1);
 }
+
+/// The threads the crate starts say what they are, as the docs name them: the driver thread of
+/// `Backend::Thread` ("ffi-pump-driver") and a loop's own thread ("ffi-pump-loop").
+#[test]
+fn the_crates_threads_are_named_as_documented() {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = seen.clone();
+    let driven = Pump::builder()
+        .build(move || {
+            let name = std::thread::current().name().map(str::to_owned);
+            record.lock().unwrap().push(name);
+        })
+        .expect("valid settings");
+    driven
+        .spawn_on(ffi_pump::Backend::Thread)
+        .expect("a thread");
+    driven.kick();
+    futures_lite::future::block_on(common::eventually("a run", || {
+        !seen.lock().unwrap().is_empty()
+    }));
+    let first = seen.lock().unwrap()[0].clone();
+    assert_eq!(first.as_deref(), Some("ffi-pump-driver"));
+    let (_owner, handle) = Pump::builder()
+        .build_with_state(|_| Ok(()), |_, _| None)
+        .expect("the loop's thread starts");
+    let name = futures_lite::future::block_on(
+        handle.call(|_| std::thread::current().name().map(str::to_owned)),
+    );
+    assert_eq!(name.expect("a call").as_deref(), Some("ffi-pump-loop"));
+}

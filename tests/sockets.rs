@@ -139,8 +139,8 @@ fn data_from_the_peer_runs_the_loop_for_readiness_with_the_sockets_token() {
         let runs = runs(&library).await;
         assert_eq!(
             runs[0],
-            (Cause::Deadline, Vec::new()),
-            "the first run, at once"
+            (Cause::Kick, Vec::new()),
+            "the first run, at once, asked by the first wait (no deadline was reported yet)"
         );
         assert!(
             runs[1..]

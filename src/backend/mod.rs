@@ -33,7 +33,7 @@ pub enum Backend {
     AsyncStd,
     /// A detached task on the current tokio runtime (feature `tokio`, inside a runtime).
     Tokio,
-    /// A dedicated thread named `ffi-pump`, driving the pump with `async_io::block_on`
+    /// A dedicated thread named `ffi-pump-driver`, driving the pump with `async_io::block_on`
     /// (always available).
     Thread,
 }

@@ -199,7 +199,12 @@ impl<'a> Wakeups<'a> {
     fn cause(&self, due: Instant) -> Cause {
         let core = self.core;
         if !self.ticking {
-            return Cause::Deadline;
+            // Before its first run a pump without ticks runs at once to hear the library's first
+            // deadline: that run is the first wait's, not a deadline the library reported.
+            return match core.rounds.now().round() {
+                0 => Cause::Kick,
+                _ => Cause::Deadline,
+            };
         }
         let late = due.elapsed();
         if late > core.config.interval {
