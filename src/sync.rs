@@ -27,8 +27,9 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// One step of a short spin: waiting for another thread to finish a few status checks.
 ///
-/// Spins first (the wait is usually over within microseconds), then yields the thread. Under
-/// loom every step yields, as loom requires of spin loops.
+/// Spins first (the wait is usually over within microseconds), then yields the thread, then —
+/// a check that is slow, or blocked — sleeps between looks, so a long wait does not burn a core.
+/// Under loom every step yields, as loom requires of spin loops.
 pub(crate) fn spin_step(step: &mut u32) {
     #[cfg(loom)]
     {
@@ -37,11 +38,15 @@ pub(crate) fn spin_step(step: &mut u32) {
     }
     #[cfg(not(loom))]
     {
-        if *step < 64 {
-            *step += 1;
+        const SPINS: u32 = 64;
+        const YIELDS: u32 = 256;
+        if *step < SPINS {
             std::hint::spin_loop();
-        } else {
+        } else if *step < SPINS + YIELDS {
             std::thread::yield_now();
+        } else {
+            std::thread::sleep(std::time::Duration::from_micros(200));
         }
+        *step = step.saturating_add(1);
     }
 }

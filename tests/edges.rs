@@ -874,3 +874,53 @@ fn the_pump_thread_builders_report_a_thread_the_os_refuses_and_nothing_hangs() {
         "the child process did not run the test:\n{stdout}\n{stderr}"
     );
 }
+
+/// A drop that waits for a slow check of its block (here 300 ms) sleeps between its looks
+/// instead of spinning: found by a hostile probe, whose dropping thread ran at a full core for
+/// as long as the check took.
+#[test]
+fn a_drop_waiting_for_a_slow_check_does_not_burn_a_core() {
+    use std::future::Future;
+    use std::task::{Context, Wake, Waker};
+    struct NoWake;
+    impl Wake for NoWake {
+        fn wake(self: Arc<Self>) {}
+    }
+    let pump = Pump::builder().build(|| {}).expect("valid settings");
+    pump.spawn_on(Backend::Thread).expect("a thread");
+    let entered = Arc::new(AtomicBool::new(false));
+    let inside = entered.clone();
+    let mut calls = 0;
+    let mut wait = Box::pin(pump.wait_until(move || {
+        calls += 1;
+        // The first poll's own check; then the pump's, slow.
+        if calls > 1 {
+            inside.store(true, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        false
+    }));
+    let waker = Waker::from(Arc::new(NoWake));
+    assert!(wait
+        .as_mut()
+        .poll(&mut Context::from_waker(&waker))
+        .is_pending());
+    pump.kick();
+    futures_lite::future::block_on(eventually("the pump's check", || {
+        entered.load(Ordering::SeqCst)
+    }));
+    let (ticks, started) = (common::cpu_ticks(common::Threads::This), Instant::now());
+    drop(wait);
+    let (ticks, took) = (
+        common::cpu_ticks(common::Threads::This) - ticks,
+        started.elapsed(),
+    );
+    assert!(
+        took >= Duration::from_millis(100),
+        "the drop waited for the check: {took:?}"
+    );
+    assert!(
+        ticks <= 10,
+        "{ticks} ticks of CPU (10 ms each) in a drop of {took:?}"
+    );
+}
