@@ -136,19 +136,16 @@ impl<V> Completer<V> {
 
 impl<V> Drop for Completer<V> {
     fn drop(&mut self) {
+        let unwinding = std::thread::panicking();
+        // Dropped as its own request's `start` panics: the request is answered with that panic,
+        // where it is caught. Asked before the key is forgotten below.
+        let start_panicked = unwinding
+            && self
+                .kept
+                .as_ref()
+                .is_some_and(|&(key, _)| kept::is_starting(key));
         self.forget_kept();
-        if !self.answered {
-            let unwinding = std::thread::panicking();
-            // Dropped as its own request's `start` panics: the request is answered with that
-            // panic, where it is caught.
-            if unwinding
-                && self
-                    .kept
-                    .as_ref()
-                    .is_some_and(|&(key, _)| kept::is_starting(key))
-            {
-                return;
-            }
+        if !self.answered && !start_panicked {
             // Dropped as `run_once` unwinds: the pump is about to fail with `Panicked`.
             let why = match unwinding {
                 true => Error::Panicked,

@@ -7,7 +7,7 @@ use std::hash::Hash;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::task::{Context, Poll, Wake, Waker};
 
 use super::{Pending, Timeout, Wait};
@@ -242,9 +242,10 @@ impl<K: Eq + Hash + Clone, V> WaitKey<K, V> {
         K: Send + 'static,
         V: Send + 'static,
     {
-        let unpolled = Waker::from(Arc::new(Unpolled));
+        static UNPOLLED: OnceLock<Waker> = OnceLock::new();
+        let unpolled = UNPOLLED.get_or_init(|| Waker::from(Arc::new(Unpolled)));
         let keyed = self.wait.wait_mut();
-        match keyed.poll_wait(&mut Context::from_waker(&unpolled)) {
+        match keyed.poll_wait(&mut Context::from_waker(unpolled)) {
             Poll::Pending => true,
             Poll::Ready(outcome) => {
                 keyed.claimed = Some(outcome);
