@@ -22,6 +22,10 @@ use crate::Error;
 /// # Cancel safety
 ///
 /// Dropping it changes nothing; it can be made again.
+///
+/// # Panics
+///
+/// Panics if polled again after it completed, like most futures.
 #[must_use = "futures do nothing unless you `.await` or poll them"]
 pub struct Closed {
     id: usize,

@@ -19,6 +19,11 @@ use crate::Error;
 ///
 /// Dropping it leaves the pump as it was, or with a run requested as by [`Pump::kick`](crate::Pump::kick).
 ///
+/// # Panics
+///
+/// Panics if polled again after it completed, like most futures; a panic of `run_once` in a run
+/// it makes is caught there and ends it with [`Error::Panicked`].
+///
 /// # Examples
 ///
 /// ```

@@ -20,6 +20,12 @@ use crate::core::Core;
 /// runtime shut down), the pump closes, so pending waits end with
 /// [`Error::Closed`](crate::Error::Closed) instead of hanging.
 ///
+/// # Panics
+///
+/// Panics if polled again after it completed, like most futures. A panic of `run_once` or of
+/// a check does not reach it: the pump catches it (and, for `run_once`, fails with
+/// [`Error::Panicked`](crate::Error::Panicked)).
+///
 /// # Examples
 ///
 /// ```
