@@ -464,6 +464,9 @@ impl<S: 'static> LoopHandle<S> {
     /// `capacity` bounds the values held and not yet taken: past it, [`Emitter::emit`] hands the
     /// value back and the library decides what to do with it. A zero capacity is taken as one.
     ///
+    /// A panic in `start` is caught on the loop's thread, which goes on; the emitter goes with
+    /// it, which ends the stream as the library would (`None`, and no `stop`).
+    ///
     /// # Examples
     ///
     /// ```
@@ -500,8 +503,12 @@ impl<S: 'static> LoopHandle<S> {
         let emitter = Emitter::new(channel.clone(), id, Arc::downgrade(&self.core));
         let started = Started::default();
         let ran = started.clone();
+        // Held until the stream is dropped; at a close it runs with the other cleanups, unless
+        // the library ended the subscription meanwhile (nothing to stop then).
+        let ended = channel.clone();
         let held = self.hold_cleanup(Box::new(move |state| {
-            if let Some(state) = state.filter(|_| ran.ran()) {
+            let state = state.filter(|_| ran.ran() && !ended.ended_by_the_library());
+            if let Some(state) = state {
                 let _ = catch_unwind(AssertUnwindSafe(|| stop(state, id)));
             }
         }));

@@ -32,7 +32,9 @@ pub struct Stats {
     /// Timer ticks taken more than one interval after they were due: the pump could not keep
     /// its cadence (the previous round, or waiters holding the loop lock, took longer).
     pub late_ticks: u64,
-    /// Calls to [`Pump::kick`](crate::Pump::kick) on an open pump.
+    /// Kicks on an open pump: calls to [`Pump::kick`](crate::Pump::kick) and
+    /// [`Kicker::kick`](crate::Kicker::kick), and those a [`LoopHandle`](crate::LoopHandle)'s
+    /// calls, posts and cancels make to wake the loop's thread.
     pub kicks: u64,
     /// Whether `run_once` has panicked (the pump is then also closed).
     pub panicked: bool,

@@ -32,6 +32,12 @@ struct ChannelState<V> {
 }
 
 impl<V> Channel<V> {
+    /// Whether the library ended the subscription (dropped its emitter while the pump worked):
+    /// then there is nothing to stop.
+    pub(crate) fn ended_by_the_library(&self) -> bool {
+        lock(&self.state).emitter_gone
+    }
+
     pub(crate) fn new(capacity: usize) -> Arc<Channel<V>> {
         Arc::new(Channel {
             state: Mutex::new(ChannelState {
@@ -238,31 +244,40 @@ impl<V: Send + 'static> Stream for Subscription<V> {
         if self.ended {
             return Poll::Ready(None);
         }
-        let (value, emitter_gone) = {
-            let mut state = lock(&self.channel.state);
-            let value = state.values.pop_front();
-            if value.is_none() {
-                state.waker = Some(cx.waker().clone());
+        loop {
+            // Read before the look: a close seen here came after every value emitted (and any
+            // end by the library) before it, which the look then finds.
+            let closed = self.core.status().err();
+            let (value, emitter_gone) = {
+                let mut state = lock(&self.channel.state);
+                let value = state.values.pop_front();
+                if value.is_none() {
+                    state.waker = Some(cx.waker().clone());
+                }
+                (value, state.emitter_gone)
+            };
+            if let Some(value) = value {
+                return Poll::Ready(Some(Ok(value)));
             }
-            (value, state.emitter_gone)
-        };
-        if let Some(value) = value {
-            return Poll::Ready(Some(Ok(value)));
+            // Ended by the library: a clean end, whatever happened to the pump since.
+            if emitter_gone {
+                self.end();
+                return Poll::Ready(None);
+            }
+            if let Some(why) = closed {
+                self.end();
+                return Poll::Ready(Some(Err(why)));
+            }
+            // Closed during the look: look again, for what came before the close. A close from
+            // here on wakes the waker registered above.
+            if self.core.status().is_err() {
+                continue;
+            }
+            if self.pending.is_none() {
+                self.pending = Some(Pending::count(&self.core));
+            }
+            return Poll::Pending;
         }
-        // Ended by the library: a clean end, whatever happened to the pump since.
-        if emitter_gone {
-            self.end();
-            return Poll::Ready(None);
-        }
-        // After registering the waker: a close from here on wakes it.
-        if let Err(why) = self.core.status() {
-            self.end();
-            return Poll::Ready(Some(Err(why)));
-        }
-        if self.pending.is_none() {
-            self.pending = Some(Pending::count(&self.core));
-        }
-        Poll::Pending
     }
 }
 
