@@ -15,27 +15,53 @@ pub(crate) type Key = (usize, u64);
 
 thread_local! {
     static KEPT: RefCell<HashMap<Key, Box<dyn Any>>> = RefCell::new(HashMap::new());
-    /// The request whose `start` runs on this thread now.
-    static STARTING: Cell<Option<Key>> = const { Cell::new(None) };
+    /// The request whose `start` runs on this thread now, and whether its completer was
+    /// dropped unanswered in a panic, leaving the answer to [`run_start`]'s caller.
+    static STARTING: Cell<Option<(Key, bool)>> = const { Cell::new(None) };
 }
 
-/// Runs `start`, the `start` of the request `key`, marked as such ([`is_starting`]); its panic
-/// is caught and returned.
-pub(crate) fn run_start<T>(key: Key, start: impl FnOnce() -> T) -> std::thread::Result<T> {
+/// How a request's `start` ended ([`run_start`]).
+pub(crate) enum StartEnded<T> {
+    /// It returned, and its completer is answered or kept.
+    Returned(T),
+    /// It returned, but its completer went unanswered in a panic it caught itself.
+    CompleterLost(T),
+    /// It panicked; its completer, if it went with the panic, left the answer to the caller.
+    Panicked(Box<dyn Any + Send>),
+}
+
+/// Runs `start`, the `start` of the request `key`, marked as such ([`leave_answer_to_start`]),
+/// its panic caught.
+pub(crate) fn run_start<T>(key: Key, start: impl FnOnce() -> T) -> StartEnded<T> {
     let before = STARTING
-        .try_with(|starting| starting.replace(Some(key)))
+        .try_with(|starting| starting.replace(Some((key, false))))
         .ok()
         .flatten();
     let started = std::panic::catch_unwind(std::panic::AssertUnwindSafe(start));
-    let _ = STARTING.try_with(|starting| starting.set(before));
-    started
+    let lost = STARTING
+        .try_with(|starting| starting.replace(before))
+        .ok()
+        .flatten()
+        .is_some_and(|(_, lost)| lost);
+    match started {
+        Ok(value) if lost => StartEnded::CompleterLost(value),
+        Ok(value) => StartEnded::Returned(value),
+        Err(panic) => StartEnded::Panicked(panic),
+    }
 }
 
-/// Whether the `start` of the request `key` runs on this thread (and, dropping its completer
-/// as it panics, will answer the request with its panic).
-pub(crate) fn is_starting(key: Key) -> bool {
+/// For the completer of request `key`, dropped unanswered as a panic unwinds: whether the
+/// `start` of that request runs on this thread, which then answers it — with the panic if it
+/// leaves `start`, as unanswered if `start` catches it.
+pub(crate) fn leave_answer_to_start(key: Key) -> bool {
     STARTING
-        .try_with(|starting| starting.get() == Some(key))
+        .try_with(|starting| match starting.get() {
+            Some((running, _)) if running == key => {
+                starting.set(Some((key, true)));
+                true
+            }
+            _ => false,
+        })
         .unwrap_or(false)
 }
 

@@ -12,6 +12,7 @@ use std::hash::Hash;
 
 use crate::calls::{Calls, Cleanup, Reply, Ticket};
 use crate::core::Core;
+use crate::kept::StartEnded;
 use crate::request::Answer;
 use crate::{Completer, Completions, Emitter, Error, Request, RequestId, Subscription, WaitKey};
 
@@ -437,10 +438,16 @@ impl<S: 'static> LoopHandle<S> {
             &table,
             (),
             move |state| match crate::kept::run_start(key, || start(state, done)) {
-                Ok(kept) => crate::kept::keep(key, Box::new(kept)),
+                StartEnded::Returned(kept) => crate::kept::keep(key, Box::new(kept)),
+                // Its completer went in a panic that `start` caught: unanswered, so nothing is
+                // kept for a cancel.
+                StartEnded::CompleterLost(kept) => {
+                    drop(answers.complete((), Answer::Failed(Error::Unanswered)));
+                    crate::unwind::drop_caught(kept);
+                }
                 // Its completer went as it unwound, unanswered: the request is answered with
                 // the panic, for the awaiting task.
-                Err(panic) => drop(answers.complete((), Answer::Panicked(panic))),
+                StartEnded::Panicked(panic) => drop(answers.complete((), Answer::Panicked(panic))),
             },
             move |state| {
                 if let Some(kept) = crate::kept::take::<T>(key) {

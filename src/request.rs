@@ -137,15 +137,16 @@ impl<V> Completer<V> {
 impl<V> Drop for Completer<V> {
     fn drop(&mut self) {
         let unwinding = std::thread::panicking();
-        // Dropped as its own request's `start` panics: the request is answered with that panic,
-        // where it is caught. Asked before the key is forgotten below.
-        let start_panicked = unwinding
+        // Dropped unanswered as a panic unwinds in its own request's `start`: that start's
+        // caller answers. Asked before the key is forgotten below.
+        let left_to_start = !self.answered
+            && unwinding
             && self
                 .kept
                 .as_ref()
-                .is_some_and(|&(key, _)| kept::is_starting(key));
+                .is_some_and(|&(key, _)| kept::leave_answer_to_start(key));
         self.forget_kept();
-        if !self.answered && !start_panicked {
+        if !self.answered && !left_to_start {
             // Dropped as `run_once` unwinds: the pump is about to fail with `Panicked`.
             let why = match unwinding {
                 true => Error::Panicked,

@@ -599,6 +599,25 @@ mod shared_inodes {
         );
     }
 
+    /// Found in review: a pipe whose registrations all went to `Interest::NONE` (out of the
+    /// kernel) and back looked like a new file to the kernel's check, and the set let go of its
+    /// other registrations.
+    #[test]
+    fn a_file_asked_for_nothing_and_then_something_keeps_its_registrations() {
+        let (reader, _writer) = rustix::pipe::pipe().expect("pipe");
+        let fd = reader.as_raw_fd();
+        let set = Descriptors::new().expect("set");
+        set.watch(fd, Interest::READABLE, 1).expect("watch");
+        set.watch(fd, Interest::NONE, 2).expect("watch");
+        set.watch(fd, Interest::NONE, 1)
+            .expect("nothing asked of the kernel");
+        set.watch(fd, Interest::READABLE, 1).expect("asked again");
+        let mut watched = set.watched();
+        watched.sort_by_key(|&(token, _, _)| token);
+        let expected = [(1, fd, Interest::READABLE), (2, fd, Interest::NONE)];
+        assert_eq!(watched, expected);
+    }
+
     /// Issue: an eventfd closed while watched, its file kept open by a duplicate, its number
     /// taken by a new eventfd: the old file's readiness was handed for the number on every run
     /// (33 364 runs in 300 ms, a `Ready` each).

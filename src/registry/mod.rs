@@ -336,6 +336,8 @@ pub(crate) struct Registry {
     /// The block whose checks may be running ([`Place::block`]), [`ANY_BLOCK`] or [`NO_BLOCK`].
     /// Written by the holder of the loop lock only.
     evaluating: AtomicU64,
+    /// Passes (and evaluations of arrivals) ended so far: each told its ended entries first.
+    passes_ended: AtomicU64,
     /// Entries marked cancelled and not yet removed (at least: a wait counts itself before it
     /// marks its entry).
     marked: AtomicUsize,
@@ -353,6 +355,7 @@ impl Default for Registry {
             flags: AtomicUsize::new(0),
             slab: Mutex::default(),
             evaluating: AtomicU64::new(NO_BLOCK),
+            passes_ended: AtomicU64::new(0),
             marked: AtomicUsize::new(0),
             withdrawn_inside: AtomicBool::new(false),
         }
@@ -508,6 +511,10 @@ impl Registry {
         self.withdrawn_inside.store(false, Relaxed);
         // Release: a wait that sees the next block also sees the checks of this one ended.
         self.evaluating.store(block, Release);
+        if block == NO_BLOCK {
+            // Release: a wait that sees the count go up sees what the pass finished.
+            self.passes_ended.fetch_add(1, Release);
+        }
         fence(SeqCst);
         self.marked.load(Relaxed) > 0
     }
@@ -537,12 +544,17 @@ impl Registry {
         }
     }
 
-    /// Returns once no pass is under way: every entry whose check ended in the pass that was
-    /// running (if any) has been finished ([`Evaluate::finish`] comes after the walk of its
+    /// Returns once the pass under way, if any, has ended (not waiting for passes after it):
+    /// every entry whose check ended in it has been finished ([`Evaluate::finish`] comes after the walk of its
     /// column, not inside its block).
     pub(crate) fn wait_pass_out(&self) {
+        // The count first: if a pass is under way after it, that pass's end counts.
+        let ended = self.passes_ended.load(Acquire);
+        if self.evaluating.load(Acquire) == NO_BLOCK {
+            return;
+        }
         let mut step = 0;
-        while self.evaluating.load(Acquire) != NO_BLOCK {
+        while self.passes_ended.load(Acquire) == ended {
             spin_step(&mut step);
         }
     }

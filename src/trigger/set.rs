@@ -621,7 +621,9 @@ impl Table {
         #[cfg(unix)]
         {
             let watched = &self.fds[&fd];
-            let Some(file) = watched.file else {
+            // Not in the kernel (asked for nothing): no report can come for it, and the watch
+            // that asks for something again hands the kernel the file the number names then.
+            let Some(file) = watched.file.filter(|_| !watched.asked.is_empty()) else {
                 return true;
             };
             // A socket's identity is its own; any other may be shared by a new open file, which

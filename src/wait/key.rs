@@ -40,6 +40,8 @@ struct Keyed<K: Eq + Hash + Clone, V> {
     settled: Option<Arc<AtomicBool>>,
     /// What a claim made before the first poll ([`WaitKey::claim`]) ended with.
     claimed: Option<Result<V, Error>>,
+    /// Polled once: asked whether it may wait at all (not from inside its pump, say).
+    polled: bool,
 }
 
 impl<K, V> Keyed<K, V>
@@ -67,9 +69,37 @@ where
         if let Some(outcome) = self.claimed.take() {
             return Poll::Ready(outcome);
         }
+        // Refused at its first poll (from inside the pump, say), also with its key claimed
+        // already: the key goes back, its cancel hook fires.
+        if !std::mem::replace(&mut self.polled, true) {
+            let refused = match self.state {
+                State::New => self.core.may_wait().err(),
+                // Claimed already: the look finds its value, or the close, as a later poll
+                // would; only a poll from inside the pump is refused.
+                _ => crate::reentry::is_inside(self.core.id()).then_some(Error::Reentrant),
+            };
+            if let Some(why) = refused {
+                crate::unwind::drop_caught(self.leave());
+                return Poll::Ready(Err(why));
+            }
+        }
+        self.look(cx)
+    }
+
+    fn cancel(&mut self) -> Option<Result<V, Error>> {
+        self.leave().map(Ok)
+    }
+}
+
+impl<K, V> Keyed<K, V>
+where
+    K: Eq + Hash + Clone + Send + 'static,
+    V: Send + 'static,
+{
+    /// Looks at the key in the table: takes its value, or waits there with `cx`'s waker.
+    fn look(&mut self, cx: &mut Context<'_>) -> Poll<Result<V, Error>> {
         let new = matches!(self.state, State::New);
         if new {
-            self.core.may_wait()?;
             self.hear_close();
         }
         let mut keys = self.table.keys();
@@ -128,10 +158,6 @@ where
             }
         }
     }
-
-    fn cancel(&mut self) -> Option<Result<V, Error>> {
-        self.leave().map(Ok)
-    }
 }
 
 impl<K: Eq + Hash + Clone, V> Keyed<K, V> {
@@ -183,6 +209,7 @@ impl<K: Eq + Hash + Clone, V> Unpin for Keyed<K, V> {}
 impl<K: Eq + Hash + Clone, V> Drop for Keyed<K, V> {
     fn drop(&mut self) {
         // Nobody takes a value completed meanwhile; what it holds may panic as it goes.
+        crate::unwind::drop_caught(self.claimed.take());
         crate::unwind::drop_caught(self.leave());
     }
 }
@@ -230,13 +257,15 @@ impl<K: Eq + Hash + Clone, V> WaitKey<K, V> {
                 on_cancel: None,
                 settled: None,
                 claimed: None,
+                polled: false,
             }),
         }
     }
 
     /// Takes the key now, as the first poll would (its waker comes with that poll): whether it
     /// is this wait's. If not — another wait's, holding a value already, or the pump closed —
-    /// the wait has ended, and its first poll says how.
+    /// the wait has ended, and its first poll says how. Whether it may wait at all (not from
+    /// inside its pump) is asked at that first poll, wherever it is made.
     pub(crate) fn claim(&mut self) -> bool
     where
         K: Send + 'static,
@@ -245,7 +274,7 @@ impl<K: Eq + Hash + Clone, V> WaitKey<K, V> {
         static UNPOLLED: OnceLock<Waker> = OnceLock::new();
         let unpolled = UNPOLLED.get_or_init(|| Waker::from(Arc::new(Unpolled)));
         let keyed = self.wait.wait_mut();
-        match keyed.poll_wait(&mut Context::from_waker(unpolled)) {
+        match keyed.look(&mut Context::from_waker(unpolled)) {
             Poll::Pending => true,
             Poll::Ready(outcome) => {
                 keyed.claimed = Some(outcome);

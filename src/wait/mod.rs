@@ -135,11 +135,12 @@ macro_rules! wait_future_docs {
         left to clean up, and the condition can simply be awaited again. Once the drop has \
         returned, the check is never called again, so what it looks at may be freed; with the \
         pump-evaluated strategy the drop may wait for the pump to finish the few checks it is \
-        running (at most 64). So a thread must not drop a wait while it holds a lock that a check \
-        of the pump takes: the drop would wait for that check, and the check for the lock.\n\n\
-        A timeout that passes while the pump's check of this wait finds its condition met hands \
-        over what the check found, not `TimedOut`: it waits for the pass under way (at most the \
-        pump's check budget) so that nothing a check handed out is lost.\n\n\
+        running (at most 64). A timeout that passes while the pump's check of this wait finds its \
+        condition met hands over what the check found, not `TimedOut`: it waits for the pass \
+        under way (one pass, bounded by the pump's check budget) so that nothing a check handed \
+        out is lost. So a thread must not drop a wait, or poll one past its deadline, while it \
+        holds a lock that a check of the pump takes: it would wait for that check, and the check \
+        for the lock.\n\n\
         # Panics\n\n\
         Panics if polled again after it completed, like most futures. A panic in the check \
         itself propagates to the task that awaits this future (with the pump-evaluated \
