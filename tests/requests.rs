@@ -295,33 +295,17 @@ fn a_panic_in_start_reaches_the_awaiting_task_and_the_pump_goes_on() {
     assert!(!pump.stats().panicked && !pump.is_closed());
 }
 
-/// A library that answers each request on its next run.
-fn answering() -> (Pump, ffi_pump::LoopHandle<Vec<Completer<u64>>>) {
-    Pump::builder()
-        .build_with_state(
-            |_| Ok(Vec::<Completer<u64>>::new()),
-            |running, _| {
-                for done in running.drain(..) {
-                    done.complete(5);
-                }
-                None
-            },
-        )
-        .expect("pump thread starts")
-}
-
 /// Found in review: requests and submits made on the loop's thread (in a call, or a C callback
 /// in `run_once`) and awaited elsewhere ended with `Reentrant` once `submit` took its key at
 /// once, their start unrun. Whether a wait may wait is asked where it is polled.
 #[test]
 fn requests_made_on_the_loops_thread_are_answered_where_they_are_awaited() {
-    let (_pump, handle) = answering();
+    let (_pump, handle) = library();
     let inner = handle.clone();
-    let made_there =
-        handle.call(move |_| inner.request(|running, done| running.push(done), |_, _| {}));
+    let made_there = handle.call(move |_| inner.request(start(5), cancel));
     let request = futures_lite::future::block_on(made_there).expect("a call");
     let answer = futures_lite::future::block_on(request.timeout(common::HANG));
-    assert_eq!(answer, Ok(5));
+    assert_eq!(answer, Ok(10));
 
     let table = ffi_pump::Completions::<u32, u32>::new();
     let (inner, keyed, done) = (handle.clone(), table.clone(), table.clone());
@@ -347,8 +331,8 @@ fn requests_made_on_the_loops_thread_are_answered_where_they_are_awaited() {
 /// `Reentrant`, as before `submit` took its key at once.
 #[test]
 fn a_request_awaited_on_the_loops_thread_is_refused() {
-    let (_pump, handle) = answering();
-    let request = handle.request(|running, done| running.push(done), |_, _| {});
+    let (_pump, handle) = library();
+    let request = handle.request(start(5), cancel);
     let blocked_there = handle.call(move |_| futures_lite::future::block_on(request));
     let outcome = futures_lite::future::block_on(common::within("a call", blocked_there));
     assert_eq!(outcome, Ok(Err(Error::Reentrant)));
@@ -358,7 +342,7 @@ fn a_request_awaited_on_the_loops_thread_is_refused() {
 /// the request unanswered for ever; it ends with `Unanswered`.
 #[test]
 fn a_completer_lost_in_a_panic_its_start_caught_ends_the_request() {
-    let (_pump, handle) = answering();
+    let (_pump, handle) = library();
     let request = handle.request(
         |_, done: Completer<u64>| {
             let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {

@@ -545,8 +545,8 @@ impl Registry {
     }
 
     /// Returns once the pass under way, if any, has ended (not waiting for passes after it):
-    /// every entry whose check ended in it has been finished ([`Evaluate::finish`] comes after the walk of its
-    /// column, not inside its block).
+    /// every entry whose check ended in it has been finished ([`Evaluate::finish`] comes after
+    /// the walk of its column, not inside its block).
     pub(crate) fn wait_pass_out(&self) {
         // The count first: if a pass is under way after it, that pass's end counts.
         let ended = self.passes_ended.load(Acquire);

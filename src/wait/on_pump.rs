@@ -215,28 +215,24 @@ impl<C, T> OnPump<C, T> {
     /// Gives up (timed out, dropped, or its registration failed): the check is never called
     /// again once this returns (a run of it in progress on the pump finishes first, a matter of
     /// the few checks of its block); the pump drops the entry when it next meets it.
-    fn give_up(&mut self) {
-        if let State::Registered(node) = &self.state {
-            let inside = reentry::is_inside(self.core.id());
-            self.core.registry.withdraw(&node.mark, inside);
-        }
-        self.leave_registered();
-    }
-
-    /// Gives up at its deadline, keeping what the check found meanwhile: a check that ended the
-    /// wait in the pass under way is told to it only once the pass finished its entries, so the
-    /// wait waits for that pass (not from inside one of its checks) and takes the outcome.
-    fn time_out(&mut self) -> Option<Outcome<T>> {
+    ///
+    /// With `keep_outcome` (a timeout), also returns what the check found meanwhile: a check that
+    /// ended the wait in the pass under way is told to it only once the pass finished its
+    /// entries, so the wait waits for that pass (not from inside one of its checks) and takes
+    /// the outcome.
+    fn give_up(&mut self, keep_outcome: bool) -> Option<Outcome<T>> {
         let mut ended = None;
         if let State::Registered(node) = &self.state {
             let inside = reentry::is_inside(self.core.id());
             self.core.registry.withdraw(&node.mark, inside);
-            if !inside {
-                self.core.registry.wait_pass_out();
-            }
-            let mut outcome = lock(&node.outcome);
-            if matches!(*outcome, Outcome::Ready(_) | Outcome::CheckPanicked(_)) {
-                ended = Some(std::mem::replace(&mut *outcome, Outcome::Taken));
+            if keep_outcome {
+                if !inside {
+                    self.core.registry.wait_pass_out();
+                }
+                let mut outcome = lock(&node.outcome);
+                if matches!(*outcome, Outcome::Ready(_) | Outcome::CheckPanicked(_)) {
+                    ended = Some(std::mem::replace(&mut *outcome, Outcome::Taken));
+                }
             }
         }
         self.leave_registered();
@@ -265,7 +261,7 @@ impl<C, T> Wait for OnPump<C, T> {
                 Ok(Registered::Stored) => return Poll::Pending,
                 Ok(Registered::LookAtOutcome) => {}
                 Err(err) => {
-                    self.give_up();
+                    self.give_up(false);
                     return Poll::Ready(Err(err));
                 }
             }
@@ -303,7 +299,7 @@ impl<C, T> Wait for OnPump<C, T> {
     }
 
     fn cancel(&mut self) -> Option<Result<T, Error>> {
-        match self.time_out()? {
+        match self.give_up(true)? {
             Outcome::Ready(value) => Some(Ok(value)),
             Outcome::CheckPanicked(panic) => resume_unwind(panic),
             _ => None,
@@ -313,6 +309,7 @@ impl<C, T> Wait for OnPump<C, T> {
 
 impl<C, T> Drop for OnPump<C, T> {
     fn drop(&mut self) {
-        self.give_up();
+        // Nobody takes what the check found: it goes with the wait.
+        self.give_up(false);
     }
 }

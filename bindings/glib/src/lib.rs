@@ -123,14 +123,18 @@ impl Sources {
         let (fires, fired) = (self.fires.clone(), self.fired.clone());
         let conditions = self.conditions.clone();
         assert!((id as usize) < fires.len(), "source id {id} out of range");
-        let watched = IOCondition::IN;
-        let source =
-            glib_unix::fd_source_new(fd, watched, None, Priority::DEFAULT, move |_, why| {
+        let source = glib_unix::fd_source_new(
+            fd,
+            IOCondition::IN,
+            None,
+            Priority::DEFAULT,
+            move |_, why| {
                 conditions[id as usize].store(why.bits(), Ordering::SeqCst);
                 fires[id as usize].fetch_add(1, Ordering::SeqCst);
                 fired.complete(id, Instant::now());
                 ControlFlow::Break
-            });
+            },
+        );
         source.attach(Some(&self.context));
     }
 
