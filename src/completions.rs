@@ -112,6 +112,15 @@ impl<K: Eq + Hash + Clone, V> Table<K, V> {
         }
     }
 
+    /// Wakes the wait pending on `key`, if any, to look again.
+    pub(crate) fn wake(&self, key: &K) {
+        let waker = match self.keys().get(key) {
+            Some(KeyState::Waiting(waker)) => waker.clone(),
+            _ => return,
+        };
+        waker.wake();
+    }
+
     /// The cancel hook of `key` ran (or could not be sent): no late value is expected.
     pub(crate) fn unmark(&self, key: &K) {
         let mut keys = self.keys();

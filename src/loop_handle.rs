@@ -197,7 +197,9 @@ impl<S: 'static> LoopHandle<S> {
     /// thread (as [`post`](LoopHandle::post)), and returns the wait for `key` in `table`, which
     /// `run_once` completes when the work is done. If the wait gives up (times out, is dropped,
     /// or the pump closes), `cancel` runs on the loop's thread
-    /// ([`WaitKey::on_cancel`](crate::WaitKey::on_cancel)).
+    /// ([`WaitKey::on_cancel`](crate::WaitKey::on_cancel)). A panic in `start` is caught there
+    /// (the loop goes on) and resumed in the task awaiting the wait, as with
+    /// [`request`](LoopHandle::request); `cancel` does not run for it, as `start` did not return.
     ///
     /// The one call a binding needs per request: no channel, no kick, no cancel command of its
     /// own. If the pump is closed, `start` is dropped unrun and the wait ends with
@@ -263,36 +265,62 @@ impl<S: 'static> LoopHandle<S> {
         // cancel owed; it runs only if `start` ran.
         let started = Started::default();
         let ran = started.clone();
-        let mut wait = WaitKey::new(self.core.clone(), table, key).on_cancel(self, move |state| {
-            if ran.ran() {
-                cancel(state);
-            }
-        });
+        let mut wait = WaitKey::new(self.core.clone(), table, key.clone())
+            .on_cancel(self, move |state| {
+                if ran.returned() {
+                    cancel(state);
+                }
+            })
+            .started_by(started.clone());
         // The key is taken before `start` goes: work is started only for a wait that will get
         // its value, or cancel it.
         if wait.claim() {
+            let table = table.table.clone();
             // A closed pump drops `start`; the wait then ends with the pump's error.
-            let _ = self.post(started.marking(start));
+            let _ = self.post(started.marking(start, true, move || table.wake(&key)));
         }
         wait
     }
 }
 
-/// Whether a `start` sent to the loop's thread ran: a close may drop it unrun, and then its
-/// cleanup has nothing to undo.
+/// How a `start` sent to the loop's thread ended: a close may drop it unrun, and then its
+/// cleanup has nothing to undo; a panic in it is the awaiting task's.
 #[derive(Clone, Default)]
-struct Started(Arc<AtomicBool>);
+pub(crate) struct Started(Arc<StartedState>);
+
+#[derive(Default)]
+struct StartedState {
+    returned: AtomicBool,
+    panic: crate::sync::Mutex<Option<Box<dyn std::any::Any + Send>>>,
+}
 
 impl Started {
-    fn ran(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
+    fn returned(&self) -> bool {
+        self.0.returned.load(Ordering::SeqCst)
     }
 
-    /// `start`, marking this as it runs.
-    fn marking<S>(self, start: impl FnOnce(&mut S) + Send + 'static) -> impl FnOnce(&mut S) + Send {
-        move |state| {
-            self.0.store(true, Ordering::SeqCst);
-            start(state);
+    /// The panic `start` ended with, once.
+    pub(crate) fn take_panic(&self) -> Option<Box<dyn std::any::Any + Send>> {
+        crate::sync::lock(&self.0.panic).take()
+    }
+
+    /// `start`, marking this as it returns; a panic in it is caught and, if `keep`, kept for
+    /// [`take_panic`](Started::take_panic) before `panicked` is called.
+    fn marking<S>(
+        self,
+        start: impl FnOnce(&mut S) + Send + 'static,
+        keep: bool,
+        panicked: impl FnOnce() + Send + 'static,
+    ) -> impl FnOnce(&mut S) + Send {
+        move |state| match catch_unwind(AssertUnwindSafe(|| start(state))) {
+            Ok(()) => self.0.returned.store(true, Ordering::SeqCst),
+            Err(panic) if keep => {
+                *crate::sync::lock(&self.0.panic) = Some(panic);
+                panicked();
+            }
+            Err(panic) => {
+                crate::unwind::drop_caught(panic);
+            }
         }
     }
 }
@@ -514,14 +542,14 @@ impl<S: 'static> LoopHandle<S> {
         // the library ended the subscription meanwhile (nothing to stop then).
         let ended = channel.clone();
         let held = self.hold_cleanup(Box::new(move |state| {
-            let state = state.filter(|_| ran.ran() && !ended.ended_by_the_library());
+            let state = state.filter(|_| ran.returned() && !ended.ended_by_the_library());
             if let Some(state) = state {
                 let _ = catch_unwind(AssertUnwindSafe(|| stop(state, id)));
             }
         }));
         // A closed pump drops `start`, and the emitter with it: the stream ends with the
         // pump's reason.
-        let _ = self.post(started.marking(move |state| start(state, emitter)));
+        let _ = self.post(started.marking(move |state| start(state, emitter), false, || {}));
         Subscription::new(channel, self.core.clone(), id, held)
     }
 }

@@ -7,7 +7,7 @@ mod common;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ffi_pump::{Completer, Error, Pump, RequestId};
 
@@ -292,6 +292,68 @@ fn a_panic_in_start_reaches_the_awaiting_task_and_the_pump_goes_on() {
         );
     });
     assert_eq!(cancels.load(SeqCst), 0, "nothing was started to cancel");
+    assert!(!pump.stats().panicked && !pump.is_closed());
+}
+
+/// Found by a hostile probe: a `submit` whose `start` panicked left its wait pending until its
+/// timeout or the close. The panic now reaches the awaiting task as a request's does, whether
+/// the wait was polled before the start ran or after, and also through a timeout that passes
+/// meanwhile; its cancel does not run, the key is free again, and the pump goes on.
+#[test]
+fn a_panic_in_a_submits_start_reaches_the_awaiting_task() {
+    const MESSAGE: &str = "a submit's start that panics (expected by this test)";
+    let cancels = Arc::new(AtomicUsize::new(0));
+    let (pump, handle) = Pump::builder()
+        .build_with_state(|_| Ok(()), |_, _| None)
+        .expect("pump thread starts");
+    let table = ffi_pump::Completions::<u32, u32>::new();
+    let submit = |timeout: Duration| {
+        let counted = cancels.clone();
+        let start = |_: &mut ()| panic!("{MESSAGE}");
+        let cancel = move |_: &mut ()| {
+            counted.fetch_add(1, SeqCst);
+        };
+        handle.submit(&table, 1, start, cancel).timeout(timeout)
+    };
+    let resumed = |wait| {
+        let started = Instant::now();
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            futures_lite::future::block_on(wait)
+        }));
+        let panic = outcome.expect_err("the start's panic, resumed");
+        assert_eq!(
+            panic.downcast_ref::<String>().map(String::as_str),
+            Some(MESSAGE)
+        );
+        assert!(
+            started.elapsed() < common::HANG / 2,
+            "resumed when it happened"
+        );
+    };
+    let ran_all = || futures_lite::future::block_on(handle.call(|_| ())).expect("a call");
+    // Polled at once, likely before the start ran on the loop's thread.
+    resumed(submit(common::HANG));
+    // Polled only after the start ran (each after the last one's key went back: its cancel
+    // hook, which does nothing here, ran on the loop's thread).
+    ran_all();
+    let wait = submit(common::HANG);
+    ran_all();
+    resumed(wait);
+    // Its timeout passed before it was polled: the panic, not `TimedOut`.
+    ran_all();
+    let wait = submit(Duration::ZERO);
+    ran_all();
+    resumed(wait);
+    ran_all();
+    assert_eq!(
+        cancels.load(SeqCst),
+        0,
+        "start never returned: nothing to cancel"
+    );
+    let again = handle.submit(&table, 1, |_| {}, |_| {});
+    table.complete(1, 7);
+    let answer = futures_lite::future::block_on(again.timeout(common::HANG));
+    assert_eq!(answer, Ok(7), "the key is free again");
     assert!(!pump.stats().panicked && !pump.is_closed());
 }
 

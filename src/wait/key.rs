@@ -4,7 +4,7 @@ use std::collections::hash_map::Entry;
 use std::fmt;
 use std::future::Future;
 use std::hash::Hash;
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, OnceLock, Weak};
@@ -13,7 +13,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use super::{Pending, Timeout, Wait};
 use crate::completions::{GaveUp, KeyState, Table};
 use crate::core::{CloseHook, Core};
-use crate::loop_handle::HeldCleanup;
+use crate::loop_handle::{HeldCleanup, Started};
 use crate::{Completions, Error, LoopHandle};
 
 enum State {
@@ -42,6 +42,8 @@ struct Keyed<K: Eq + Hash + Clone, V> {
     claimed: Option<Result<V, Error>>,
     /// Polled once: asked whether it may wait at all (not from inside its pump, say).
     polled: bool,
+    /// [`LoopHandle::submit`]'s `start`, whose panic ends the wait.
+    started: Option<Started>,
 }
 
 impl<K, V> Keyed<K, V>
@@ -66,6 +68,7 @@ where
     type Output = V;
 
     fn poll_wait(&mut self, cx: &mut Context<'_>) -> Poll<Result<V, Error>> {
+        self.resume_start_panic();
         if let Some(outcome) = self.claimed.take() {
             return Poll::Ready(outcome);
         }
@@ -87,7 +90,19 @@ where
     }
 
     fn cancel(&mut self) -> Option<Result<V, Error>> {
+        self.resume_start_panic();
         self.leave().map(Ok)
+    }
+}
+
+impl<K: Eq + Hash + Clone, V> Keyed<K, V> {
+    /// Resumes the panic of [`LoopHandle::submit`]'s `start` here, in the awaiting task, once
+    /// the key is given back (its cancel does not run: `start` never returned).
+    fn resume_start_panic(&mut self) {
+        if let Some(panic) = self.started.as_ref().and_then(Started::take_panic) {
+            crate::unwind::drop_caught(self.leave());
+            resume_unwind(panic);
+        }
     }
 }
 
@@ -258,6 +273,7 @@ impl<K: Eq + Hash + Clone, V> WaitKey<K, V> {
                 settled: None,
                 claimed: None,
                 polled: false,
+                started: None,
             }),
         }
     }
@@ -281,6 +297,12 @@ impl<K: Eq + Hash + Clone, V> WaitKey<K, V> {
                 false
             }
         }
+    }
+
+    /// Ends the wait with the panic of `started`'s `start`, if it panics.
+    pub(crate) fn started_by(mut self, started: Started) -> Self {
+        self.wait.wait_mut().started = Some(started);
+        self
     }
 
     timeout_methods! {
