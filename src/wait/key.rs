@@ -240,7 +240,8 @@ impl<K: Eq + Hash + Clone, V> Drop for Keyed<K, V> {
 ///
 /// # Panics
 ///
-/// Panics if polled again after it completed, like most futures.
+/// Panics if polled again after it completed, like most futures. A wait made by
+/// [`LoopHandle::submit`] resumes the panic of its `start`.
 ///
 /// # Examples
 ///
