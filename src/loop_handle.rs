@@ -199,7 +199,8 @@ impl<S: 'static> LoopHandle<S> {
     /// or the pump closes), `cancel` runs on the loop's thread
     /// ([`WaitKey::on_cancel`](crate::WaitKey::on_cancel)). A panic in `start` is caught there
     /// (the loop goes on) and resumed in the task awaiting the wait, as with
-    /// [`request`](LoopHandle::request); `cancel` does not run for it, as `start` did not return.
+    /// [`request`](LoopHandle::request); the wait gives up as it unwinds, so `cancel` runs for
+    /// whatever `start` began before it panicked.
     ///
     /// The one call a binding needs per request: no channel, no kick, no cancel command of its
     /// own. If the pump is closed, `start` is dropped unrun and the wait ends with
@@ -267,7 +268,7 @@ impl<S: 'static> LoopHandle<S> {
         let ran = started.clone();
         let mut wait = WaitKey::new(self.core.clone(), table, key.clone())
             .on_cancel(self, move |state| {
-                if ran.returned() {
+                if ran.ran() {
                     cancel(state);
                 }
             })
@@ -283,20 +284,20 @@ impl<S: 'static> LoopHandle<S> {
     }
 }
 
-/// How a `start` sent to the loop's thread ended: a close may drop it unrun, and then its
-/// cleanup has nothing to undo; a panic in it is the awaiting task's.
+/// Whether a `start` sent to the loop's thread ran: a close may drop it unrun, and then its
+/// cleanup has nothing to undo. A panic in it is the awaiting task's.
 #[derive(Clone, Default)]
 pub(crate) struct Started(Arc<StartedState>);
 
 #[derive(Default)]
 struct StartedState {
-    returned: AtomicBool,
+    ran: AtomicBool,
     panic: crate::sync::Mutex<Option<Box<dyn std::any::Any + Send>>>,
 }
 
 impl Started {
-    fn returned(&self) -> bool {
-        self.0.returned.load(Ordering::SeqCst)
+    fn ran(&self) -> bool {
+        self.0.ran.load(Ordering::SeqCst)
     }
 
     /// The panic `start` ended with, once.
@@ -304,7 +305,7 @@ impl Started {
         crate::sync::lock(&self.0.panic).take()
     }
 
-    /// `start`, marking this as it returns; a panic in it is caught and, if `keep`, kept for
+    /// `start`, marking this as it runs; a panic in it is caught and, if `keep`, kept for
     /// [`take_panic`](Started::take_panic) before `panicked` is called.
     fn marking<S>(
         self,
@@ -312,14 +313,17 @@ impl Started {
         keep: bool,
         panicked: impl FnOnce() + Send + 'static,
     ) -> impl FnOnce(&mut S) + Send {
-        move |state| match catch_unwind(AssertUnwindSafe(|| start(state))) {
-            Ok(()) => self.0.returned.store(true, Ordering::SeqCst),
-            Err(panic) if keep => {
-                *crate::sync::lock(&self.0.panic) = Some(panic);
-                panicked();
-            }
-            Err(panic) => {
-                crate::unwind::drop_caught(panic);
+        move |state| {
+            self.0.ran.store(true, Ordering::SeqCst);
+            match catch_unwind(AssertUnwindSafe(|| start(state))) {
+                Ok(()) => {}
+                Err(panic) if keep => {
+                    *crate::sync::lock(&self.0.panic) = Some(panic);
+                    panicked();
+                }
+                Err(panic) => {
+                    crate::unwind::drop_caught(panic);
+                }
             }
         }
     }
@@ -542,7 +546,7 @@ impl<S: 'static> LoopHandle<S> {
         // the library ended the subscription meanwhile (nothing to stop then).
         let ended = channel.clone();
         let held = self.hold_cleanup(Box::new(move |state| {
-            let state = state.filter(|_| ran.returned() && !ended.ended_by_the_library());
+            let state = state.filter(|_| ran.ran() && !ended.ended_by_the_library());
             if let Some(state) = state {
                 let _ = catch_unwind(AssertUnwindSafe(|| stop(state, id)));
             }

@@ -97,7 +97,7 @@ where
 
 impl<K: Eq + Hash + Clone, V> Keyed<K, V> {
     /// Resumes the panic of [`LoopHandle::submit`]'s `start` here, in the awaiting task, once
-    /// the key is given back (its cancel does not run: `start` never returned).
+    /// the wait gave up (its cancel runs, for what `start` began).
     fn resume_start_panic(&mut self) {
         if let Some(panic) = self.started.as_ref().and_then(Started::take_panic) {
             crate::unwind::drop_caught(self.leave());
