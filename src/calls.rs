@@ -177,6 +177,9 @@ enum Slot<R> {
     Dropped,
     /// The caller took the answer.
     Taken,
+    /// The caller was refused waiting for it (on the loop's own thread): the job is dropped
+    /// unrun.
+    Refused,
 }
 
 /// The shared slot of one call's reply.
@@ -220,7 +223,20 @@ impl<R> Reply<R> {
             }
             Slot::Answered(outcome) => Poll::Ready(Some(outcome)),
             Slot::Dropped => Poll::Ready(None),
-            Slot::Taken => panic!("a call future was polled after it completed"),
+            Slot::Taken | Slot::Refused => panic!("a call future was polled after it completed"),
+        }
+    }
+
+    /// The caller will not wait (it is on the loop's thread): a job not run yet is dropped
+    /// unrun when its turn comes. Its answer, if it ran already.
+    pub(crate) fn refuse(&self) -> Option<Outcome<R>> {
+        let mut slot = lock(&self.slot);
+        match std::mem::replace(&mut *slot, Slot::Refused) {
+            Slot::Answered(outcome) => {
+                *slot = Slot::Taken;
+                Some(outcome)
+            }
+            _ => None,
         }
     }
 
@@ -238,10 +254,15 @@ impl<R> Reply<R> {
 impl<R> Answer<R> {
     /// Runs `call` with `state`, catching a panic, and sends the outcome.
     pub(crate) fn run<S>(mut self, state: &mut S, call: impl FnOnce(&mut S) -> R) {
-        let outcome = catch_unwind(AssertUnwindSafe(|| call(state)));
-        if let Some(reply) = self.reply.take() {
-            reply.settle(Slot::Answered(outcome));
+        let Some(reply) = self.reply.take() else {
+            return;
+        };
+        if matches!(*lock(&reply.slot), Slot::Refused) {
+            crate::unwind::drop_caught(call);
+            return;
         }
+        let outcome = catch_unwind(AssertUnwindSafe(|| call(state)));
+        reply.settle(Slot::Answered(outcome));
     }
 }
 

@@ -103,8 +103,9 @@ impl<S: 'static> LoopHandle<S> {
     ///
     /// [`Error::Closed`] (or the pump's failure) if the pump is closed before the closure ran;
     /// the closure is then dropped unrun. [`Error::Reentrant`] when awaited on the loop's own
-    /// thread (from `run_once`, from a check, or from another call), where it would wait for
-    /// itself.
+    /// thread (from `run_once`, from a check, or from another call) before it ran, where it
+    /// would wait for itself; the closure is then dropped unrun too. A call made on that thread
+    /// and awaited on another is answered.
     ///
     /// # Panics
     ///
@@ -131,9 +132,6 @@ impl<S: 'static> LoopHandle<S> {
         F: FnOnce(&mut S) -> R + Send + 'static,
         R: Send + 'static,
     {
-        if crate::reentry::is_inside(self.core.id()) {
-            return Call::failed(&self.core, Error::Reentrant);
-        }
         if let Err(why) = self.core.status() {
             return Call::failed(&self.core, why);
         }
@@ -567,6 +565,11 @@ enum CallState<R> {
 /// Future returned by [`LoopHandle::call`]: the closure's value, once it ran on the loop's
 /// thread.
 ///
+/// # Panics
+///
+/// Resumes the panic of its closure (caught on the loop's thread, which goes on); panics if
+/// polled again after it completed.
+///
 /// # Cancel safety
 ///
 /// Dropping it does not take the call back: a call that was sent still runs.
@@ -591,6 +594,14 @@ impl<R> Future for Call<R> {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match std::mem::replace(&mut self.state, CallState::Done) {
             CallState::Sent(reply) => match reply.poll(cx) {
+                // On the loop's thread the call would wait for itself, wherever it was made.
+                Poll::Pending if crate::reentry::is_inside(self.core.id()) => {
+                    match reply.refuse() {
+                        Some(Ok(value)) => Poll::Ready(Ok(value)),
+                        Some(Err(panic)) => resume_unwind(panic),
+                        None => Poll::Ready(Err(Error::Reentrant)),
+                    }
+                }
                 Poll::Pending => {
                     self.state = CallState::Sent(reply);
                     Poll::Pending

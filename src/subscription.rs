@@ -27,7 +27,7 @@ struct ChannelState<V> {
     waker: Option<Waker>,
     /// The library dropped its emitter: no more values.
     emitter_gone: bool,
-    /// The subscription was dropped: values are refused.
+    /// The subscription was dropped, or ended: values are refused.
     subscriber_gone: bool,
 }
 
@@ -102,8 +102,9 @@ impl<V> Emitter<V> {
     ///
     /// Hands `value` back if the subscription holds its capacity's worth of values not yet
     /// taken (the library decides: drop it, keep it and try again at its next run, or stop
-    /// reading from C for a while), or if the subscription was dropped (its stop is then on its
-    /// way to the loop's thread; see [`is_open`](Emitter::is_open)).
+    /// reading from C for a while), or if the subscription takes no more values: it was dropped
+    /// (its stop is then on its way to the loop's thread), or it ended with the pump's close
+    /// reason (see [`is_open`](Emitter::is_open)).
     ///
     /// # Examples
     ///
@@ -139,7 +140,8 @@ impl<V> Emitter<V> {
         })
     }
 
-    /// Whether the subscription still takes values (it was not dropped).
+    /// Whether the subscription still takes values: it was not dropped, and did not end (with
+    /// the pump's close reason, or after the emitter was dropped).
     pub fn is_open(&self) -> bool {
         !lock(&self.channel.state).subscriber_gone
     }
@@ -172,6 +174,10 @@ impl<V> fmt::Debug for Emitter<V> {
 /// values it holds, then the close reason as one `Err` ([`Error::Closed`],
 /// [`Error::Panicked`]…), then ends. It holds at most the capacity given to `subscribe` of
 /// values not yet taken; past that the emitter is refused (see [`Emitter::emit`]).
+///
+/// Polled on the loop's own thread (in `run_once`, a call, a C callback) with no value to hand,
+/// it yields `Err(`[`Error::Reentrant`]`)` instead of waiting for a value only that thread can
+/// emit; the stream goes on, and a poll elsewhere waits as usual.
 ///
 /// # Cancel safety
 ///
@@ -248,37 +254,56 @@ impl<V: Send + 'static> Stream for Subscription<V> {
             // Read before the look: a close seen here came after every value emitted (and any
             // end by the library) before it, which the look then finds.
             let closed = self.core.status().err();
-            let (value, emitter_gone) = {
+            let step = {
                 let mut state = lock(&self.channel.state);
-                let value = state.values.pop_front();
-                if value.is_none() {
+                if let Some(value) = state.values.pop_front() {
+                    Step::Value(value)
+                } else if state.emitter_gone {
+                    // Ended by the library: a clean end, whatever happened to the pump since.
+                    state.subscriber_gone = true;
+                    Step::End(None)
+                } else if let Some(why) = closed {
+                    // Under the lock that emits take: a value emitted from now on is handed
+                    // back, not left where nobody takes it.
+                    state.subscriber_gone = true;
+                    Step::End(Some(why))
+                } else if crate::reentry::is_inside(self.core.id()) {
+                    Step::Refused
+                } else {
                     state.waker = Some(cx.waker().clone());
+                    Step::Wait
                 }
-                (value, state.emitter_gone)
             };
-            if let Some(value) = value {
-                return Poll::Ready(Some(Ok(value)));
+            match step {
+                Step::Value(value) => return Poll::Ready(Some(Ok(value))),
+                Step::End(why) => {
+                    self.end();
+                    return Poll::Ready(why.map(Err));
+                }
+                // Only the loop's own thread emits: waiting there would wait for itself.
+                Step::Refused => return Poll::Ready(Some(Err(Error::Reentrant))),
+                // Closed during the look: look again, for what came before the close. A close
+                // from here on wakes the waker registered above.
+                Step::Wait if self.core.status().is_err() => continue,
+                Step::Wait => {
+                    if self.pending.is_none() {
+                        self.pending = Some(Pending::count(&self.core));
+                    }
+                    return Poll::Pending;
+                }
             }
-            // Ended by the library: a clean end, whatever happened to the pump since.
-            if emitter_gone {
-                self.end();
-                return Poll::Ready(None);
-            }
-            if let Some(why) = closed {
-                self.end();
-                return Poll::Ready(Some(Err(why)));
-            }
-            // Closed during the look: look again, for what came before the close. A close from
-            // here on wakes the waker registered above.
-            if self.core.status().is_err() {
-                continue;
-            }
-            if self.pending.is_none() {
-                self.pending = Some(Pending::count(&self.core));
-            }
-            return Poll::Pending;
         }
     }
+}
+
+/// What one look at the channel found.
+enum Step<V> {
+    Value(V),
+    /// The stream ends: cleanly (`None`), or with the close reason.
+    End(Option<Error>),
+    /// Polled on the loop's thread with nothing to hand.
+    Refused,
+    Wait,
 }
 
 impl<V> Subscription<V> {

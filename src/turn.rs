@@ -39,13 +39,18 @@ use crate::Error;
 /// ```
 #[must_use = "futures do nothing unless you `.await` or poll them"]
 pub struct Turn {
-    inner: Pin<Box<dyn Future<Output = Result<(), Error>> + Send>>,
+    /// `None` once refused.
+    inner: Option<TurnFuture>,
+    pump: usize,
 }
+
+type TurnFuture = Pin<Box<dyn Future<Output = Result<(), Error>> + Send>>;
 
 impl Turn {
     pub(crate) fn new(core: Arc<Core>) -> Turn {
         Turn {
-            inner: Box::pin(turn(core)),
+            pump: core.id(),
+            inner: Some(Box::pin(turn(core))),
         }
     }
 }
@@ -54,7 +59,18 @@ impl Future for Turn {
     type Output = Result<(), Error>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.inner.as_mut().poll(cx)
+        let inner = self
+            .inner
+            .as_mut()
+            .expect("a turn was polled after it completed");
+        let polled = inner.as_mut().poll(cx);
+        // Made (or first polled) elsewhere, and polled again inside its pump: waiting here
+        // would wait for this thread.
+        if polled.is_pending() && reentry::is_inside(self.pump) {
+            self.inner = None;
+            return Poll::Ready(Err(Error::Reentrant));
+        }
+        polled
     }
 }
 

@@ -168,4 +168,8 @@ impl<C: Check> Wait for Broadcast<C> {
         self.state = State::Done;
         None
     }
+
+    fn pump_id(&self) -> usize {
+        self.core.id()
+    }
 }

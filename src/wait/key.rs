@@ -93,6 +93,10 @@ where
         self.resume_start_panic();
         self.leave().map(Ok)
     }
+
+    fn pump_id(&self) -> usize {
+        self.core.id()
+    }
 }
 
 impl<K: Eq + Hash + Clone, V> Keyed<K, V> {

@@ -123,6 +123,13 @@ impl<C: Check<Output = T>, T> Wait for Protocol<C, T> {
             Protocol::OnPump(wait) => wait.cancel(),
         }
     }
+
+    fn pump_id(&self) -> usize {
+        match self {
+            Protocol::Broadcast(wait) => wait.pump_id(),
+            Protocol::OnPump(wait) => wait.pump_id(),
+        }
+    }
 }
 
 macro_rules! wait_future_docs {

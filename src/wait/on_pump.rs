@@ -305,6 +305,10 @@ impl<C, T> Wait for OnPump<C, T> {
             _ => None,
         }
     }
+
+    fn pump_id(&self) -> usize {
+        self.core.id()
+    }
 }
 
 impl<C, T> Drop for OnPump<C, T> {

@@ -20,6 +20,9 @@ pub(crate) trait Wait: Unpin {
     /// in a pass under way, its key completed): a wait that is ready wins over its deadline,
     /// and nothing its check handed out is lost.
     fn cancel(&mut self) -> Option<Result<Self::Output, Error>>;
+
+    /// The id of the pump it waits on, to tell whether this thread is inside that pump.
+    fn pump_id(&self) -> usize;
 }
 
 /// A wait and its optional deadline: polls the wait first, then the timer, so a wait that is
@@ -69,6 +72,13 @@ impl<W: Wait> Timeout<W> {
             self.done = true;
             self.timer = None;
             return Poll::Ready(outcome);
+        }
+        // Polled inside its own pump (made or first polled elsewhere): waiting here would wait
+        // for this thread. It gives up, with what it reached meanwhile if anything.
+        if crate::reentry::is_inside(self.wait.pump_id()) {
+            self.done = true;
+            self.timer = None;
+            return Poll::Ready(self.wait.cancel().unwrap_or(Err(Error::Reentrant)));
         }
         if let Some(timer) = &mut self.timer {
             if Pin::new(timer).poll(cx).is_ready() {
