@@ -75,8 +75,9 @@
 //!
 //! From inside a pump — its `run_once`, one of its checks, a call on its loop's thread, the drop
 //! of its loop — every call that would wait for that pump ([`Pump::turn`], the waits,
-//! [`LoopHandle::call`], [`Pump::closed`]) fails with [`Error::Reentrant`] instead of waiting
-//! for itself, however deeply pumps nest (A's `run_once` turning B, whose `run_once` calls A).
+//! [`LoopHandle::call`], [`Pump::closed`], a [`Subscription`] with nothing to hand) fails with
+//! [`Error::Reentrant`] instead of waiting for itself, however deeply pumps nest (A's `run_once`
+//! turning B, whose `run_once` calls A), and wherever the future was made or first polled.
 //! [`Pump::kick`], [`Pump::close`], [`LoopHandle::post`] and [`Completions::complete`] never
 //! wait, and work there.
 //!

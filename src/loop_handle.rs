@@ -27,6 +27,10 @@ use crate::{Completer, Completions, Emitter, Error, Request, RequestId, Subscrip
 /// tick. The state itself (`S`) need not be `Send`: it never leaves its thread. The handle is
 /// `Clone + Send + Sync` and works from any runtime and from plain threads.
 ///
+/// It does not keep the pump open: when the last [`Pump`](crate::Pump) handle goes, the pump
+/// closes, and the handle's calls, posts, requests and subscriptions end with
+/// [`Error::Closed`](crate::Error::Closed).
+///
 /// # Examples
 ///
 /// ```
