@@ -676,3 +676,163 @@ mod shared_inodes {
         });
     }
 }
+
+/// A library that closes a descriptor before it unwatches it, while its file lives on elsewhere
+/// (a forked child's duplicate): found by a hostile probe, each of these spun the pump or handed
+/// the old file's readiness, or a stranger's, to the library's registrations.
+mod closed_first {
+    use super::*;
+    use std::os::fd::OwnedFd;
+
+    fn eventfd() -> OwnedFd {
+        use rustix::event::EventfdFlags;
+        rustix::event::eventfd(0, EventfdFlags::NONBLOCK | EventfdFlags::CLOEXEC).expect("eventfd")
+    }
+
+    fn signal(fd: &impl AsFd) {
+        rustix::io::write(fd, &1_u64.to_ne_bytes()).expect("signal the eventfd");
+    }
+
+    /// Closes what `number` names and puts `file` under it in one step, as a library that closes
+    /// without unwatching and opens another descriptor that takes the number.
+    fn reopen_under(number: &mut OwnedFd, file: impl AsFd) {
+        rustix::io::dup2(file, number).expect("dup2");
+    }
+
+    /// Whether the set's own descriptor, which the reactor watches, says it is readable now.
+    fn set_is_readable(set: &Descriptors) -> bool {
+        use rustix::event::{poll, PollFd, PollFlags, Timespec};
+        let mut fds = [PollFd::new(set, PollFlags::IN)];
+        let now = Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        poll(&mut fds, Some(&now)).expect("poll") > 0
+    }
+
+    /// It stayed readable with nothing to hand, for ever: the pump ran 80 000 times a second.
+    #[test]
+    fn a_registration_kept_with_no_interest_does_not_leave_the_set_readable() {
+        let set = Descriptors::new().expect("set");
+        let mut watched = eventfd();
+        let fd = watched.as_raw_fd();
+        let duplicate = watched.try_clone().expect("dup");
+        set.watch(fd, Interest::READABLE, 1).expect("watch");
+        set.watch(fd, Interest::NONE, 2)
+            .expect("a watch turned off, kept");
+        let (stranger, _peer) = UnixStream::pair().expect("pair");
+        reopen_under(&mut watched, &stranger);
+        set.unwatch(1).expect("unwatch");
+        signal(&duplicate);
+        assert!(set.ready().is_empty());
+        assert!(!set_is_readable(&set), "readable with nothing to hand");
+        assert_eq!(set.watched(), [(2, fd, Interest::NONE)], "kept, as asked");
+    }
+
+    /// Turned on again, the registration above was handed the old file's readiness as the new
+    /// socket's, on every run.
+    #[test]
+    fn a_registration_turned_on_again_watches_the_file_the_number_names_now() {
+        let set = Descriptors::new().expect("set");
+        let mut watched = eventfd();
+        let fd = watched.as_raw_fd();
+        let duplicate = watched.try_clone().expect("dup");
+        set.watch(fd, Interest::READABLE, 1).expect("watch");
+        set.watch(fd, Interest::NONE, 2)
+            .expect("a watch turned off, kept");
+        let (socket, mut peer) = UnixStream::pair().expect("pair");
+        reopen_under(&mut watched, &socket);
+        set.unwatch(1).expect("unwatch");
+        set.watch(fd, Interest::READABLE, 2).expect("on again");
+        signal(&duplicate);
+        assert!(set.ready().is_empty(), "the old file's readiness");
+        peer.write_all(b"!").expect("write");
+        let tokens: Vec<u64> = set.ready().iter().map(Ready::token).collect();
+        assert_eq!(tokens, [2], "the socket the number names now");
+    }
+
+    /// Moving to a new kernel instance (for another file's leftover) added every number again,
+    /// and a stranger's eventfd under a closed number was handed to its old registration.
+    #[test]
+    fn a_move_to_a_new_instance_leaves_a_strangers_file_out() {
+        let set = Descriptors::new().expect("set");
+        let mut watched = eventfd();
+        set.watch(watched.as_raw_fd(), Interest::READABLE, 1)
+            .expect("watch");
+        let stranger = eventfd();
+        reopen_under(&mut watched, &stranger); // closed unwatched; a stranger's file under it
+        signal(&stranger);
+        assert!(set.ready().is_empty(), "never watched");
+        let other = eventfd();
+        let kept = other.try_clone().expect("dup");
+        set.watch(other.as_raw_fd(), Interest::READABLE, 3)
+            .expect("watch");
+        drop(other);
+        signal(&kept); // a leftover: the set moves to a new instance
+        let _ = set.ready();
+        let tokens: Vec<u64> = set.ready().iter().map(Ready::token).collect();
+        assert!(
+            !tokens.contains(&1),
+            "the stranger's eventfd, handed: {tokens:?}"
+        );
+    }
+
+    /// Unwatching one registration of a closed number added the file the number names now under
+    /// the other (epoll: a refused change fell back to an add).
+    #[test]
+    fn unwatching_a_sibling_does_not_watch_the_new_file_under_the_number() {
+        let set = Descriptors::new().expect("set");
+        let mut watched = eventfd();
+        let fd = watched.as_raw_fd();
+        set.watch(fd, Interest::READABLE, 1).expect("watch");
+        set.watch(fd, Interest::READABLE | Interest::WRITABLE, 2)
+            .expect("watch");
+        let new = eventfd();
+        reopen_under(&mut watched, &new);
+        set.unwatch(2).expect("unwatch");
+        signal(&new);
+        assert!(set.ready().is_empty(), "a file the library never watched");
+        assert!(set.is_empty(), "the closed file's registrations let go of");
+    }
+
+    /// A watch that moved a registration off a closed number failed with `EBADF`, having moved
+    /// it, against "the set is left as it was".
+    #[test]
+    fn moving_a_registration_off_a_closed_number_succeeds() {
+        let set = Descriptors::new().expect("set");
+        let (x, _x) = UnixStream::pair().expect("pair");
+        let (y, _y) = UnixStream::pair().expect("pair");
+        set.watch(x.as_raw_fd(), Interest::READABLE, 1)
+            .expect("watch");
+        set.watch(x.as_raw_fd(), Interest::WRITABLE, 2)
+            .expect("watch");
+        drop(x);
+        set.watch(y.as_raw_fd(), Interest::READABLE, 1)
+            .expect("moved to a live socket");
+        assert_eq!(set.watched(), [(1, y.as_raw_fd(), Interest::READABLE)]);
+    }
+}
+
+/// Found by a hostile probe: `watch_only` went through its list in hash order and stopped at the
+/// first descriptor the kernel refused, so which of the others were watched was a matter of
+/// chance (a GLib-style loop then missed its wake-up 8 times in 20).
+#[test]
+fn watch_only_watches_every_descriptor_the_kernel_takes() {
+    let file = std::fs::File::open("Cargo.toml").expect("a regular file");
+    for _ in 0..50 {
+        let set = Descriptors::new().expect("set");
+        let (a, _a) = UnixStream::pair().expect("pair");
+        let (b, _b) = UnixStream::pair().expect("pair");
+        let listed = set.watch_only([
+            (a.as_raw_fd(), Interest::READABLE),
+            (file.as_raw_fd(), Interest::READABLE), // refused: EPERM
+            (b.as_raw_fd(), Interest::READABLE),
+        ]);
+        assert!(listed.is_err(), "the kernel's refusal is told");
+        let mut watched: Vec<RawFd> = set.watched().iter().map(|&(_, fd, _)| fd).collect();
+        watched.sort();
+        let mut expected = vec![a.as_raw_fd(), b.as_raw_fd()];
+        expected.sort();
+        assert_eq!(watched, expected);
+    }
+}

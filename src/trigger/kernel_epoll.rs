@@ -58,7 +58,9 @@ impl Instance {
         Ok(Instance(epoll::create(epoll::CreateFlags::CLOEXEC)?))
     }
 
-    /// Adds or modifies the entry for `fd` (level-triggered).
+    /// Adds or modifies the entry for `fd` (level-triggered). A modify is refused (`ENOENT`,
+    /// `EBADF`) when the number no longer names the file the entry was made for: the caller lets
+    /// that file's registrations go rather than hand a new file's readiness to them.
     pub(super) fn control(
         &self,
         add: bool,
@@ -67,19 +69,13 @@ impl Instance {
         asked: Interest,
     ) -> io::Result<()> {
         let (epoll, data, flags) = (&self.0, EventData::new_u64(key), flags(asked));
-        by_number(fd, |fd| {
-            // A number the record holds may name a new file by now (the library closed the old
-            // one while it was watched, then reused the number), and the other way round.
-            match add {
-                true => epoll::add(epoll, fd, data, flags).or_else(|err| match err {
-                    rustix::io::Errno::EXIST => epoll::modify(epoll, fd, data, flags),
-                    err => Err(err),
-                }),
-                false => epoll::modify(epoll, fd, data, flags).or_else(|err| match err {
-                    rustix::io::Errno::NOENT => epoll::add(epoll, fd, data, flags),
-                    err => Err(err),
-                }),
-            }
+        by_number(fd, |fd| match add {
+            // The file is in already (an entry the set could not take out): this is its entry.
+            true => epoll::add(epoll, fd, data, flags).or_else(|err| match err {
+                rustix::io::Errno::EXIST => epoll::modify(epoll, fd, data, flags),
+                err => Err(err),
+            }),
+            false => epoll::modify(epoll, fd, data, flags),
         })
         .map_err(io::Error::from)
     }
@@ -93,14 +89,12 @@ impl Instance {
         by_number(fd, |fd| epoll::modify(&self.0, fd, data, flags)).is_ok()
     }
 
-    /// Takes `fd` out. The kernel refuses only when the number no longer names the file
-    /// registered (closed: `EBADF`; another file: `ENOENT`, or `EPERM`, `EINVAL` for a regular
-    /// file or an epoll instance); the entry is then gone already, or a leftover of a descriptor
-    /// closed while watched, which goes with the next new instance. Either way the registration
-    /// is gone: not an error.
-    pub(super) fn delete(&self, fd: RawFd) -> io::Result<()> {
-        let _ = by_number(fd, |fd| epoll::delete(&self.0, fd));
-        Ok(())
+    /// Takes `fd` out: `false` if the kernel refused, which it does only when the number no
+    /// longer names the file registered (closed: `EBADF`; another file: `ENOENT`, or `EPERM`,
+    /// `EINVAL` for a regular file or an epoll instance). The entry is then gone already, or a
+    /// leftover of a file that lives on elsewhere, which goes with a new instance.
+    pub(super) fn delete(&self, fd: RawFd) -> bool {
+        by_number(fd, |fd| epoll::delete(&self.0, fd)).is_ok()
     }
 
     /// Hands `found` what is ready now, by key, up to `capacity` entries; does not wait.

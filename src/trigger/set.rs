@@ -124,6 +124,9 @@ struct Table {
     /// The key of the next descriptor watched: never reused, so a report for a descriptor the set
     /// let go of is known for one.
     next_key: u64,
+    /// An entry the kernel would not take out may linger in the inner instance (the library
+    /// closed its descriptor first): the set moves to a new one before it lets go of the table.
+    leftover: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -215,6 +218,7 @@ impl Descriptors {
                     fds: HashMap::new(),
                     keys: HashMap::new(),
                     next_key: 0,
+                    leftover: false,
                 }),
             }),
         })
@@ -240,9 +244,11 @@ impl Descriptors {
     ///
     /// # Errors
     ///
-    /// What the kernel says (`EBADF` for a closed descriptor, `EPERM` for a regular file,
-    /// `ELOOP` for the set itself or a set that watches this one; `EBADF` for a
-    /// negative number, whatever the interest; on Windows `WSAENOTSOCK` for `INVALID_SOCKET`);
+    /// What the kernel says (`EBADF` for a closed descriptor, `EPERM` for a file it cannot poll,
+    /// such as a regular file or `/dev/null`, `ELOOP` for the set itself, a set that watches
+    /// this one, or an epoll instance that holds another one (the set nests two levels deep
+    /// itself); `EBADF` for a negative number, whatever the interest; on Windows `WSAENOTSOCK`
+    /// for `INVALID_SOCKET`);
     /// the set is left as it was, and stays usable. The kernel hears only of what a
     /// registration waits on: with [`Interest::NONE`] alone on it, a number is not looked at
     /// until an interest is asked of it.
@@ -263,7 +269,10 @@ impl Descriptors {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn watch(&self, fd: RawDescriptor, interest: Interest, token: u64) -> io::Result<()> {
-        self.watch_in(&mut self.table(), fd, interest, token, false)
+        let mut table = self.table();
+        let watched = self.watch_in(&mut table, fd, interest, token, false);
+        self.settle(&mut table);
+        watched
     }
 
     /// [`watch`](Descriptors::watch) with the table held; `force`: hands the descriptor to the
@@ -282,15 +291,23 @@ impl Descriptors {
         #[cfg(unix)]
         if table.fds.contains_key(&fd) && !table.names_its_file(fd) {
             table.let_go(fd);
-            // Failing, the old file's leftover is moved out at its next report.
-            let _ = self.move_to_new_instance(table);
+            table.leftover = true;
         }
         let moved_from = match table.tokens.get(&token) {
             Some(old) if old.fd != fd => Some(old.fd),
             _ => None,
         };
         let asked = table.asked_with(fd, token, Some(interest));
-        self.apply(table, fd, asked, force)?;
+        match self.apply(table, fd, asked, force) {
+            // Closed and taken by a new file since the look above: as there, the old file's
+            // registrations go, and this one watches the new file.
+            Err(err) if names_another_file(&err) => {
+                table.let_go(fd);
+                table.leftover = true;
+                self.apply(table, fd, interest, force)?;
+            }
+            applied => applied?,
+        }
         table.tokens.insert(token, Registration { fd, interest });
         let watched = table.fds.get_mut(&fd).expect("applied above");
         if !watched.tokens.contains(&token) {
@@ -327,7 +344,10 @@ impl Descriptors {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn unwatch(&self, token: u64) -> io::Result<()> {
-        self.unwatch_in(&mut self.table(), token)
+        let mut table = self.table();
+        let unwatched = self.unwatch_in(&mut table, token);
+        self.settle(&mut table);
+        unwatched
     }
 
     /// [`unwatch`](Descriptors::unwatch) with the table held.
@@ -347,7 +367,8 @@ impl Descriptors {
     ///
     /// # Errors
     ///
-    /// The first error of the kernel; the descriptors listed after it are left as they were.
+    /// The first error of the kernel, once every other descriptor listed is watched: one the
+    /// kernel refuses (a regular file, `/dev/null`: `EPERM`) keeps none of the others out.
     ///
     /// # Examples
     ///
@@ -370,25 +391,40 @@ impl Descriptors {
         &self,
         list: impl IntoIterator<Item = (RawDescriptor, Interest)>,
     ) -> io::Result<()> {
-        let mut wanted: HashMap<RawDescriptor, Interest> = HashMap::new();
+        // In the list's order, each descriptor once with what it is listed for together.
+        let mut wanted: Vec<(RawDescriptor, Interest)> = Vec::new();
+        let mut places: HashMap<RawDescriptor, usize> = HashMap::new();
         for (fd, interest) in list {
-            *wanted.entry(fd).or_default() |= interest;
+            match places.get(&fd) {
+                Some(&place) => wanted[place].1 |= interest,
+                None => {
+                    places.insert(fd, wanted.len());
+                    wanted.push((fd, interest));
+                }
+            }
         }
         // One hold of the table for the whole list: nobody sees the set half brought in line.
         let mut table = self.table();
         let gone: Vec<u64> = table
             .tokens
             .iter()
-            .filter(|(&token, r)| token != number_token(r.fd) || !wanted.contains_key(&r.fd))
+            .filter(|(&token, r)| token != number_token(r.fd) || !places.contains_key(&r.fd))
             .map(|(&token, _)| token)
             .collect();
+        // A descriptor the kernel refuses keeps none of the others out.
+        let mut first_error = None;
         for token in gone {
-            self.unwatch_in(&mut table, token)?;
+            if let Err(err) = self.unwatch_in(&mut table, token) {
+                first_error.get_or_insert(err);
+            }
         }
         for (fd, interest) in wanted {
-            self.watch_in(&mut table, fd, interest, number_token(fd), true)?;
+            if let Err(err) = self.watch_in(&mut table, fd, interest, number_token(fd), true) {
+                first_error.get_or_insert(err);
+            }
         }
-        Ok(())
+        self.settle(&mut table);
+        first_error.map_or(Ok(()), Err)
     }
 
     /// The registrations, as `(token, descriptor, interest)`, in no particular order.
@@ -483,8 +519,6 @@ impl Descriptors {
     /// ```
     pub fn ready_into(&self, ready: &mut Vec<Ready>) {
         ready.clear();
-        // Changed only where a leftover moves the set to a new instance (not on Windows).
-        #[cfg_attr(windows, allow(unused_mut))]
         let mut table = self.table();
         let capacity = table.fds.len().clamp(1, 4096);
         let mut leftover = false;
@@ -494,6 +528,11 @@ impl Descriptors {
                 leftover = true;
                 return;
             };
+            // Out of the kernel as far as the set knows: an entry it could not take out.
+            if table.fds[&fd].asked.is_empty() {
+                leftover = true;
+                return;
+            }
             if !table.names_its_file(fd) {
                 closed.push(fd);
                 return;
@@ -508,15 +547,22 @@ impl Descriptors {
             table.let_go(fd);
             leftover = true;
         }
-        #[cfg(windows)]
-        let _ = leftover;
         // On Windows a socket's registration goes with its handle: a leftover is a report fetched
-        // before the library unwatched, skipped above, and the port stays.
+        // before the library unwatched, skipped above, and the port stays (`settle` does
+        // nothing there).
+        table.leftover |= leftover;
+        self.settle(&mut table);
+    }
+
+    /// Moves to a new inner instance if an entry the kernel would not take out may linger in
+    /// this one. Failing (out of descriptors), it is tried again at the next change or report.
+    fn settle(&self, table: &mut Table) {
         #[cfg(unix)]
-        if leftover {
-            // Failing, the leftover is reported again next time, and the move tried again.
-            let _ = self.move_to_new_instance(&mut table);
+        if std::mem::take(&mut table.leftover) && self.move_to_new_instance(table).is_err() {
+            table.leftover = true;
         }
+        #[cfg(windows)]
+        let _ = table;
     }
 
     /// Moves every registration to a new inner instance, so the old one goes with the leftover
@@ -524,6 +570,15 @@ impl Descriptors {
     #[cfg(unix)]
     fn move_to_new_instance(&self, table: &mut Table) -> io::Result<()> {
         let instance = Instance::new()?;
+        // A number that no longer names its file (asked of the old instance) is let go of, not
+        // handed to the new one as the file it names now.
+        let gone: Vec<RawDescriptor> = (table.fds.iter())
+            .filter(|(&fd, watched)| !watched.asked.is_empty() && !table.names_its_file(fd))
+            .map(|(&fd, _)| fd)
+            .collect();
+        for fd in gone {
+            table.let_go(fd);
+        }
         for (&fd, watched) in &table.fds {
             if !watched.asked.is_empty() {
                 // A registration whose descriptor the library closed is left out of the kernel.
@@ -545,14 +600,23 @@ impl Descriptors {
             .expect("a registration's descriptor is held");
         watched.tokens.retain(|&t| t != token);
         if !watched.tokens.is_empty() {
-            return self.apply(table, fd, asked, false);
+            return match self.apply(table, fd, asked, false) {
+                // The library closed the descriptor first: the other registrations on it go too,
+                // as if unwatched, rather than watch what the number names now.
+                Err(err) if names_another_file(&err) => {
+                    table.let_go(fd);
+                    table.leftover = true;
+                    Ok(())
+                }
+                applied => applied,
+            };
         }
         let watched = table.fds.remove(&fd).expect("held");
         table.keys.remove(&watched.key);
-        match watched.asked.is_empty() {
-            true => Ok(()),
-            false => table.instance.delete(fd),
+        if !watched.asked.is_empty() && !table.instance.delete(fd) {
+            table.leftover = true;
         }
+        Ok(())
     }
 
     /// Brings the kernel's entry for `fd` to ask for `asked`, making the descriptor's record if
@@ -569,6 +633,7 @@ impl Descriptors {
             fds,
             keys,
             next_key,
+            leftover,
             ..
         } = table;
         let (key, before) = match fds.get(&fd) {
@@ -582,7 +647,11 @@ impl Descriptors {
                 instance.control(false, fd, key, asked)?
             }
             (false, false) => {}
-            (false, true) => instance.delete(fd)?,
+            (false, true) => {
+                if !instance.delete(fd) {
+                    *leftover = true;
+                }
+            }
         }
         let watched = fds.entry(fd).or_insert_with(|| {
             keys.insert(key, fd);
@@ -666,6 +735,22 @@ impl Table {
 #[allow(clippy::unnecessary_cast)] // a `u64` already on Windows, an `i32` on Unix
 fn number_token(fd: RawDescriptor) -> u64 {
     fd as u64
+}
+
+/// Whether the kernel refused to change an entry because the number no longer names the file it
+/// was made for: closed (`EBADF`), or another file now (`ENOENT`).
+fn names_another_file(err: &io::Error) -> bool {
+    #[cfg(unix)]
+    {
+        let refused = err.raw_os_error();
+        refused == Some(rustix::io::Errno::BADF.raw_os_error())
+            || refused == Some(rustix::io::Errno::NOENT.raw_os_error())
+    }
+    #[cfg(windows)]
+    {
+        let _ = err;
+        false
+    }
 }
 
 /// Refuses a number that names no descriptor at all before the kernel sees it, with the error
