@@ -51,8 +51,15 @@ impl Interest {
     /// The interest of a `struct pollfd`'s `events`, for a library that says what to watch the way
     /// poll(2) is asked (GLib's `GPollFD`, libusb's `libusb_pollfd`, ALSA's
     /// `snd_pcm_poll_descriptors`): `POLLIN` or `POLLPRI` asks for [`READABLE`](Self::READABLE),
-    /// `POLLOUT` for [`WRITABLE`](Self::WRITABLE). The other bits are what poll(2) reports
-    /// without being asked (`POLLERR`, `POLLHUP`), which the set hands any registration too.
+    /// `POLLOUT` for [`WRITABLE`](Self::WRITABLE). What poll(2) reports without being asked
+    /// (`POLLERR`, `POLLHUP`) the set hands a registration that asks for reading or writing too;
+    /// asked for alone (GLib's `G_IO_HUP | G_IO_ERR`) they are [`NONE`](Self::NONE): registered,
+    /// not waited on.
+    ///
+    /// Not watched: priority data alone (`POLLPRI` without `POLLIN`: out-of-band bytes, a sysfs
+    /// attribute that changed) on Linux, where `POLLPRI` waits for ordinary data as `POLLIN`
+    /// does; and `POLLRDNORM`, `POLLWRNORM` and the band bits, whose own `revents` bits the set
+    /// never sets (ask with `POLLIN` and `POLLOUT`).
     ///
     /// # Examples
     ///
@@ -194,14 +201,18 @@ impl Ready {
         self.found.writable
     }
 
-    /// An error is pending on the descriptor (`EPOLLERR`, kqueue's `EV_ERROR`: a failed connect,
-    /// a reset); the library learns which when it reads, writes or asks `SO_ERROR`.
+    /// An error is pending on the descriptor (`EPOLLERR`: a failed connect, a reset); the library
+    /// learns which when it reads, writes or asks `SO_ERROR`. On kqueue and event ports
+    /// (through `polling`, which does not say) never: an error shows as readiness there.
     pub fn is_error(&self) -> bool {
         self.found.error
     }
 
-    /// The peer hung up: its writing side (`EPOLLRDHUP`) or the whole connection (`EPOLLHUP`,
-    /// kqueue's `EV_EOF`). What was sent before is still there to read.
+    /// The peer hung up: its writing side (`EPOLLRDHUP`) or the whole connection (`EPOLLHUP`).
+    /// What was sent before is still there to read. Through `polling` less is told: on Linux
+    /// (the `ffi_pump_polling` build) only a connection closed both ways, on kqueue and event
+    /// ports nothing — a hang-up shows as readiness there, and the library's read finds the end
+    /// of the stream.
     pub fn is_hangup(&self) -> bool {
         self.found.hangup
     }
@@ -235,7 +246,7 @@ impl Ready {
     /// peer.write_all(b"bye")?;
     /// drop(peer);
     /// let ready = descriptors.ready()[0];
-    /// assert!(ready.is_hangup());
+    /// assert!(ready.is_readable());
     /// const POLLIN: i16 = 0x1; // <poll.h>
     /// assert_eq!(ready.poll_revents(), POLLIN);
     /// # Ok::<(), std::io::Error>(())
