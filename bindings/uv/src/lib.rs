@@ -96,7 +96,12 @@ impl Loop {
     /// Starts a uv timer `delay` from now that completes `done`; its handle is what a cancel
     /// needs.
     fn after(&mut self, done: Completer<Fired>, delay: Duration) -> *mut ffi::uv_handle_t {
-        let ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+        // Whole milliseconds, rounded up: a timer never fires before its delay.
+        let ms = u64::try_from(delay.as_micros().div_ceil(1000)).unwrap_or(u64::MAX);
+        // libuv counts a timer from its cached clock, which is as old as the last run: after an
+        // idle spell the timer would be due at once.
+        // SAFETY: this thread owns the loop.
+        unsafe { ffi::uv_update_time(self.raw) };
         let due = Instant::now() + Duration::from_millis(ms);
         let data = Box::into_raw(Box::new(self.timers.callback(done, due)));
         // SAFETY: the handle's memory has the size libuv reports for a timer; it is initialised

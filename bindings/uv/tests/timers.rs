@@ -106,3 +106,30 @@ fn a_loop_with_nothing_left_is_not_run_again_while_tasks_wait() {
         assert!(runs <= 2, "{runs} runs in 300 ms of a loop with no handle");
     });
 }
+
+/// Found by a hostile probe: a sleep started after the loop was idle a while fired at once
+/// (500 ms asked, 0.2 ms taken): libuv counted it from its clock of the last run. Delays under
+/// a millisecond were rounded down, and fired early too.
+#[test]
+fn a_sleep_after_an_idle_spell_is_not_early() {
+    let uv = Uv::new().expect("pump thread");
+    smol::block_on(async {
+        let first = uv.sleep(Duration::from_millis(1), Duration::from_secs(5));
+        first.await.expect("fired");
+        smol::Timer::after(Duration::from_millis(300)).await; // the loop idle
+        for delay in [Duration::from_millis(100), Duration::from_micros(900)] {
+            let asked = std::time::Instant::now();
+            let fired = uv
+                .sleep(delay, Duration::from_secs(5))
+                .await
+                .expect("fired");
+            assert!(
+                asked.elapsed() >= delay,
+                "{delay:?}: after {:?}",
+                asked.elapsed()
+            );
+            assert!(fired.at >= fired.due, "{delay:?}: before its due time");
+            smol::Timer::after(Duration::from_millis(300)).await;
+        }
+    });
+}
