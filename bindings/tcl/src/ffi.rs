@@ -24,6 +24,7 @@ extern "C" {
     pub fn Tcl_FindExecutable(argv0: *const c_char);
     pub fn Tcl_CreateInterp() -> *mut Tcl_Interp;
     pub fn Tcl_DeleteInterp(interp: *mut Tcl_Interp);
+    pub fn Tcl_FinalizeThread();
     pub fn Tcl_EvalEx(
         interp: *mut Tcl_Interp,
         script: *const c_char,

@@ -97,7 +97,8 @@ impl Interp {
     /// Creates a Tcl timer `delay` from now that completes `done`.
     fn after(&mut self, done: Completer<Fired>, delay: Duration) -> Timer {
         let id = done.id();
-        let ms = c_int::try_from(delay.as_millis()).unwrap_or(c_int::MAX);
+        // Whole milliseconds, rounded up: a timer never fires before its delay.
+        let ms = c_int::try_from(delay.as_micros().div_ceil(1000)).unwrap_or(c_int::MAX);
         let delay = Duration::from_millis(ms as u64);
         // Read before Tcl reads its own clock: the timer is due no earlier than this.
         let data = Box::into_raw(Box::new(self.timers.callback(done, Instant::now() + delay)));
@@ -169,8 +170,13 @@ impl Drop for Interp {
     fn drop(&mut self) {
         // Every timer left was deleted by its sleep's cancel, which the pump runs at the close,
         // before it drops the state.
-        // SAFETY: the interpreter was created on this thread and is deleted once.
-        unsafe { ffi::Tcl_DeleteInterp(self.raw) };
+        // SAFETY: the interpreter was created on this thread and is deleted once. The state is
+        // dropped as its thread ends, which uses Tcl no more: that thread's data (its notifier,
+        // its allocator's caches, ~128 KiB) goes with it, or every interpreter leaks it.
+        unsafe {
+            ffi::Tcl_DeleteInterp(self.raw);
+            ffi::Tcl_FinalizeThread();
+        }
     }
 }
 
@@ -198,8 +204,9 @@ impl Tcl {
         })
     }
 
-    /// Creates a Tcl timer `delay` from now and waits for its callback, giving up after
-    /// `timeout` (the timer is then deleted in Tcl).
+    /// Creates a Tcl timer `delay` from now (in whole milliseconds, rounded up, at most
+    /// `i32::MAX` of them: ~24.8 days) and waits for its callback, giving up after `timeout` (the
+    /// timer is then deleted in Tcl).
     pub async fn sleep(&self, delay: Duration, timeout: Duration) -> Result<Fired, Error> {
         let start = move |interp: &mut Interp, done| interp.after(done, delay);
         let fired = self.interp.request(start, Interp::cancel);
@@ -207,6 +214,10 @@ impl Tcl {
     }
 
     /// Evaluates `script` in the interpreter: its result, or its error message.
+    ///
+    /// Tcl does not say when its own timers are due, so the pump wakes for those made through
+    /// [`sleep`](Tcl::sleep) only: an `after` the script creates runs at the next run the pump
+    /// makes for another reason (a sleep, an eval). `exit` ends the process, as in any Tcl.
     pub async fn eval(&self, script: &str) -> Result<Result<String, String>, Error> {
         let script = script.to_string();
         self.interp.call(move |state| state.eval(&script)).await
