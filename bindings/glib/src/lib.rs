@@ -18,7 +18,7 @@ mod polled;
 
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use ffi_pump::{Completions, Error, LoopHandle, Pump};
@@ -43,6 +43,8 @@ pub struct Sources {
     polled: LoopHandle<PolledContext>,
     context: MainContext,
     fired: Completions<u32, Instant>,
+    /// The source attached under each id, until it is replaced or given up.
+    attached: Mutex<Vec<Option<glib::Source>>>,
     fires: Arc<Vec<AtomicU32>>,
     /// What each I/O watch was dispatched for (`GIOCondition` bits).
     conditions: Arc<Vec<AtomicU32>>,
@@ -84,13 +86,16 @@ impl Sources {
             polled,
             context,
             fired: Completions::new(),
+            attached: Mutex::new((0..capacity).map(|_| None).collect()),
             fires: Arc::new((0..capacity).map(|_| AtomicU32::new(0)).collect()),
             conditions: Arc::new((0..capacity).map(|_| AtomicU32::new(0)).collect()),
             counters,
         })
     }
 
-    /// Attaches a source that fires once, after `delay` (an idle source for a zero delay).
+    /// Attaches a source that fires once, after `delay` (an idle source for a zero delay; in
+    /// whole milliseconds, rounded up, at most `u32::MAX` of them: ~49.7 days). It replaces the
+    /// source `id` had, if that one has not fired yet.
     ///
     /// # Panics
     ///
@@ -106,15 +111,30 @@ impl Sources {
         let source = if delay.is_zero() {
             glib::idle_source_new(None, Priority::DEFAULT, callback)
         } else {
-            glib::timeout_source_new(delay, None, Priority::DEFAULT, callback)
+            // GLib counts whole milliseconds in 32 bits: rounded down, or wrapped past that, a
+            // source would fire early.
+            let ms = delay.as_micros().div_ceil(1000).min(u32::MAX.into()) as u64;
+            glib::timeout_source_new(Duration::from_millis(ms), None, Priority::DEFAULT, callback)
         };
-        // Attached from this thread: GLib wakes the pump thread through the context's wake-up
-        // descriptor, which is in the set.
+        self.attach(id, source);
+    }
+
+    /// Attaches `source` under `id`, in place of the source the id had: from this thread, GLib
+    /// wakes the pump thread through the context's wake-up descriptor, which is in the set.
+    fn attach(&self, id: u32, source: glib::Source) {
+        let mut attached = self.attached.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(old) = attached[id as usize].replace(source.clone()) {
+            old.destroy();
+        }
+        // What the id's last source fired with, which no wait took, is not this one's.
+        let _ = self.fired.take(&id);
         source.attach(Some(&self.context));
     }
 
     /// Attaches a source that fires once, when `fd` becomes readable (a GLib unix-fd source).
-    /// The descriptor must stay open until the source fired or the pump closed.
+    /// The descriptor must stay open until the source fired or the pump closed. One the kernel
+    /// cannot poll (a regular file, `/dev/null`), which GLib's own `poll()` finds ready at once,
+    /// never fires here: the pump's set does not take it.
     ///
     /// # Panics
     ///
@@ -135,12 +155,22 @@ impl Sources {
                 ControlFlow::Break
             },
         );
-        source.attach(Some(&self.context));
+        self.attach(id, source);
     }
 
-    /// Waits until source `id` fired; when it did.
+    /// Waits until source `id` fired; when it did. A wait that gives up (times out) removes
+    /// the source from the context: a later source under the id is never answered with its fire.
     pub async fn fired(&self, id: u32, timeout: Duration) -> Result<Instant, Error> {
-        self.pump.wait_key(&self.fired, id).timeout(timeout).await
+        let fired = self.pump.wait_key(&self.fired, id).timeout(timeout).await;
+        if fired.is_err() {
+            let mut attached = self.attached.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(source) = attached.get_mut(id as usize).and_then(Option::take) {
+                source.destroy();
+            }
+            // Fired as the wait gave up: nobody takes it now.
+            let _ = self.fired.take(&id);
+        }
+        fired
     }
 
     /// How often source `id` fired.

@@ -13,6 +13,8 @@ use ffi_pump::Error;
 use ffi_pump_glib::Sources;
 use glib::IOCondition;
 
+const HANG: Duration = Duration::from_secs(10);
+
 #[test]
 fn a_thousand_timeouts_fire_once_each_and_are_seen() {
     const SOURCES: u32 = 1_000;
@@ -171,5 +173,51 @@ fn an_io_watch_is_told_a_hang_up_only_when_poll_would_say_one() {
             .await
             .expect("the hang-up is seen");
         assert_eq!(sources.condition(1), IOCondition::IN | IOCondition::HUP);
+    });
+}
+
+/// Found by a hostile probe: GLib counts a timeout in 32-bit milliseconds, so 2^32 ms + 100 ms
+/// fired after 100 ms, and a delay under a millisecond was rounded down to nothing.
+#[test]
+fn a_source_never_fires_before_its_delay() {
+    let sources = Sources::new(2).expect("pump thread");
+    smol::block_on(async {
+        let wrapped = Duration::from_millis((1_u64 << 32) + 100);
+        sources.add(0, wrapped);
+        let early = sources.fired(0, Duration::from_millis(400)).await;
+        assert_eq!(early, Err(Error::TimedOut), "a delay of ~49.7 days fired");
+        let added = Instant::now();
+        sources.add(1, Duration::from_micros(900));
+        let at = sources.fired(1, HANG).await.expect("fired");
+        assert!(
+            at - added >= Duration::from_micros(900),
+            "after {:?}",
+            at - added
+        );
+    });
+}
+
+/// Found by a hostile probe: a wait that timed out left its source attached, and its fire was
+/// the answer of the next wait on the id, for a source added after it fired.
+#[test]
+fn an_id_used_again_after_a_wait_timed_out_answers_with_its_new_source() {
+    let sources = Sources::new(1).expect("pump thread");
+    smol::block_on(async {
+        sources.add(0, Duration::from_millis(100));
+        let given_up = sources.fired(0, Duration::from_millis(10)).await;
+        assert_eq!(given_up, Err(Error::TimedOut));
+        smol::Timer::after(Duration::from_millis(300)).await; // when it would have fired
+        let added = Instant::now();
+        sources.add(0, Duration::from_millis(50));
+        let at = sources.fired(0, HANG).await.expect("fired");
+        assert!(
+            at >= added + Duration::from_millis(50),
+            "the old source's fire"
+        );
+        assert_eq!(
+            sources.fires(0),
+            1,
+            "the given-up source was removed unfired"
+        );
     });
 }
