@@ -177,7 +177,7 @@ impl<V> fmt::Debug for Emitter<V> {
 ///
 /// Polled on the loop's own thread (in `run_once`, a call, a C callback) with no value to hand,
 /// it yields `Err(`[`Error::Reentrant`]`)` instead of waiting for a value only that thread can
-/// emit; the stream goes on, and a poll elsewhere waits as usual.
+/// emit, and ends (a value emitted after is handed back, as after a close).
 ///
 /// # Cancel safety
 ///
@@ -280,8 +280,13 @@ impl<V: Send + 'static> Stream for Subscription<V> {
                     self.end();
                     return Poll::Ready(why.map(Err));
                 }
-                // Only the loop's own thread emits: waiting there would wait for itself.
-                Step::Refused => return Poll::Ready(Some(Err(Error::Reentrant))),
+                // Only the loop's own thread emits: waiting there would wait for itself. It ends,
+                // as a refused wait does, so nothing polls it again and again.
+                Step::Refused => {
+                    lock(&self.channel.state).subscriber_gone = true;
+                    self.end();
+                    return Poll::Ready(Some(Err(Error::Reentrant)));
+                }
                 // Closed during the look: look again, for what came before the close. A close
                 // from here on wakes the waker registered above.
                 Step::Wait if self.core.status().is_err() => continue,

@@ -795,6 +795,27 @@ mod closed_first {
         assert!(set.is_empty(), "the closed file's registrations let go of");
     }
 
+    /// Found in review of the fixes above: a refused watch of a closed number let go of the
+    /// registrations on it, against "the set is left as it was".
+    #[test]
+    fn a_refused_watch_of_a_closed_number_leaves_the_set_as_it_was() {
+        let set = Descriptors::new().expect("set");
+        let (socket, _peer) = UnixStream::pair().expect("pair");
+        let fd = socket.as_raw_fd();
+        set.watch(fd, Interest::NONE, 1)
+            .expect("registered, not waited on");
+        drop(socket);
+        let before = set.watched();
+        // Another test's thread may take the number meanwhile; then there is nothing to refuse.
+        if let Err(err) = set.watch(fd, Interest::READABLE, 2) {
+            assert_eq!(
+                err.raw_os_error(),
+                Some(rustix::io::Errno::BADF.raw_os_error())
+            );
+            assert_eq!(set.watched(), before, "the set is left as it was");
+        }
+    }
+
     /// A watch that moved a registration off a closed number failed with `EBADF`, having moved
     /// it, against "the set is left as it was".
     #[test]

@@ -103,12 +103,11 @@ impl Instance {
     /// Takes `socket` out; a handle that is no longer open is not an error (the registration is
     /// gone either way).
     #[allow(unsafe_code)]
-    pub(super) fn delete(&self, socket: RawSocket) -> bool {
+    pub(super) fn delete(&self, socket: RawSocket) -> io::Result<()> {
         // SAFETY: as in `control`.
         let borrowed = unsafe { BorrowedSocket::borrow_raw(socket) };
-        // A socket's registration goes with its handle: nothing is left behind either way.
         let _ = self.0.poller.delete(borrowed);
-        true
+        Ok(())
     }
 
     /// Hands `found` what the loop's thread found ready while it slept, and what the port has

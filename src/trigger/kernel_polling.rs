@@ -118,17 +118,16 @@ impl Instance {
             .is_ok()
     }
 
-    /// Takes `fd` out: `false` if the number no longer names the file registered (on epoll a
-    /// leftover of a file that lives on elsewhere may stay, which goes with a new instance; on
-    /// kqueue and event ports the close took the entry).
+    /// Takes `fd` out; a number that no longer names the file registered is not an error (the
+    /// registration is gone either way).
     #[allow(unsafe_code)]
-    pub(super) fn delete(&self, fd: RawFd) -> bool {
-        if fd < 0 {
-            return true;
+    pub(super) fn delete(&self, fd: RawFd) -> io::Result<()> {
+        if fd >= 0 {
+            // SAFETY: as in `control`.
+            let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+            let _ = self.0.delete(borrowed);
         }
-        // SAFETY: as in `control`.
-        let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
-        self.0.delete(borrowed).is_ok()
+        Ok(())
     }
 
     /// Hands `found` what is ready now, by key, up to `capacity` entries; does not wait.

@@ -298,12 +298,13 @@ impl Descriptors {
             _ => None,
         };
         let asked = table.asked_with(fd, token, Some(interest));
+        let in_the_kernel = table.fds.get(&fd).is_some_and(|w| !w.asked.is_empty());
         match self.apply(table, fd, asked, force) {
-            // Closed and taken by a new file since the look above: as there, the old file's
-            // registrations go, and this one watches the new file.
-            Err(err) if names_another_file(&err) => {
+            // Its entry refused a change: closed, and perhaps taken by a new file, since the
+            // look above. As there, the old file's registrations go, and this one is watched
+            // as new (a leftover of the old file reports under a key the set no longer knows).
+            Err(err) if in_the_kernel && names_another_file(&err) => {
                 table.let_go(fd);
-                table.leftover = true;
                 self.apply(table, fd, interest, force)?;
             }
             applied => applied?,
@@ -605,7 +606,6 @@ impl Descriptors {
                 // as if unwatched, rather than watch what the number names now.
                 Err(err) if names_another_file(&err) => {
                     table.let_go(fd);
-                    table.leftover = true;
                     Ok(())
                 }
                 applied => applied,
@@ -613,14 +613,16 @@ impl Descriptors {
         }
         let watched = table.fds.remove(&fd).expect("held");
         table.keys.remove(&watched.key);
-        if !watched.asked.is_empty() && !table.instance.delete(fd) {
-            table.leftover = true;
+        match watched.asked.is_empty() {
+            true => Ok(()),
+            false => table.instance.delete(fd),
         }
-        Ok(())
     }
 
     /// Brings the kernel's entry for `fd` to ask for `asked`, making the descriptor's record if
-    /// it has none.
+    /// it has none. An entry made anew gets a key never used before: a leftover the kernel kept
+    /// of an earlier file under the number (the set could not take it out) reports under the
+    /// old key, which the set then knows for one.
     fn apply(
         &self,
         table: &mut Table,
@@ -633,12 +635,16 @@ impl Descriptors {
             fds,
             keys,
             next_key,
-            leftover,
             ..
         } = table;
-        let (key, before) = match fds.get(&fd) {
-            Some(watched) => (watched.key, watched.asked),
-            None => (*next_key, Interest::NONE),
+        let (old_key, before) = match fds.get(&fd) {
+            Some(watched) => (Some(watched.key), watched.asked),
+            None => (None, Interest::NONE),
+        };
+        let anew = before.is_empty() && !asked.is_empty();
+        let key = match old_key {
+            Some(key) if !anew => key,
+            _ => *next_key,
         };
         match (before.is_empty(), asked.is_empty()) {
             (true, true) => {}
@@ -647,23 +653,23 @@ impl Descriptors {
                 instance.control(false, fd, key, asked)?
             }
             (false, false) => {}
-            (false, true) => {
-                if !instance.delete(fd) {
-                    *leftover = true;
-                }
-            }
+            (false, true) => instance.delete(fd)?,
         }
-        let watched = fds.entry(fd).or_insert_with(|| {
+        if old_key != Some(key) {
+            if let Some(old_key) = old_key {
+                keys.remove(&old_key);
+            }
             keys.insert(key, fd);
             *next_key += 1;
-            Watched {
-                key,
-                tokens: Vec::new(),
-                asked,
-                #[cfg(unix)]
-                file: None,
-            }
+        }
+        let watched = fds.entry(fd).or_insert_with(|| Watched {
+            key,
+            tokens: Vec::new(),
+            asked,
+            #[cfg(unix)]
+            file: None,
         });
+        watched.key = key;
         // The file the kernel watches from now on, for `Table::names_its_file`.
         #[cfg(unix)]
         if !asked.is_empty() && (before.is_empty() || force) {

@@ -72,6 +72,11 @@ where
         if let Some(outcome) = self.claimed.take() {
             return Poll::Ready(outcome);
         }
+        // Ended already: by the panic it resumed, which its `Timeout` did not see end.
+        assert!(
+            !matches!(self.state, State::Done),
+            "a wait future was polled after it completed"
+        );
         // Refused at its first poll (from inside the pump, say), also with its key claimed
         // already: the key goes back, its cancel hook fires.
         if !std::mem::replace(&mut self.polled, true) {
@@ -86,7 +91,13 @@ where
                 return Poll::Ready(Err(why));
             }
         }
-        self.look(cx)
+        let looked = self.look(cx);
+        if looked.is_pending() {
+            // A panic kept after the first look above woke the waker the table had then,
+            // perhaps not this one: look again now that this one is there.
+            self.resume_start_panic();
+        }
+        looked
     }
 
     fn cancel(&mut self) -> Option<Result<V, Error>> {
