@@ -124,13 +124,12 @@ impl Interp {
     }
 
     fn eval(&mut self, script: &str) -> Result<String, String> {
+        let script = to_tcl(script);
         let len = c_int::try_from(script.len()).map_err(|_| "script too long".to_string())?;
         // SAFETY: `raw` is this thread's live interpreter; the script is `len` bytes.
         let code = unsafe { ffi::Tcl_EvalEx(self.raw, script.as_ptr().cast(), len, 0) };
         // SAFETY: the interpreter's result is a NUL-terminated string it owns until the next call.
-        let result = unsafe { CStr::from_ptr(ffi::Tcl_GetStringResult(self.raw)) }
-            .to_string_lossy()
-            .into_owned();
+        let result = from_tcl(unsafe { CStr::from_ptr(ffi::Tcl_GetStringResult(self.raw)) });
         if code == ffi::TCL_OK {
             Ok(result)
         } else {
@@ -164,6 +163,51 @@ impl Interp {
             Schedule::Every(period) => Some(Instant::now() + period),
         }
     }
+}
+
+/// A script in Tcl's own form of UTF-8, where NUL is `C0 80` (a raw NUL would end it).
+fn to_tcl(script: &str) -> std::borrow::Cow<'_, [u8]> {
+    match script.contains('\0') {
+        false => script.as_bytes().into(),
+        true => (script.bytes())
+            .flat_map(|byte| match byte {
+                0 => vec![0xC0, 0x80],
+                byte => vec![byte],
+            })
+            .collect::<Vec<u8>>()
+            .into(),
+    }
+}
+
+/// A string in Tcl's own form of UTF-8 as UTF-8: NUL is `C0 80` there, and a character past
+/// U+FFFF a pair of surrogates, three bytes each (Tcl 8.6).
+fn from_tcl(tcl: &CStr) -> String {
+    let bytes = tcl.to_bytes();
+    let mut utf8 = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        let rest = &bytes[at..];
+        match rest {
+            [0xC0, 0x80, ..] => {
+                utf8.push(0);
+                at += 2;
+            }
+            [0xED, high @ 0xA0..=0xAF, mid, 0xED, low @ 0xB0..=0xBF, last, ..] => {
+                let high = 0xD800 | (u32::from(high & 0x0F) << 6) | u32::from(mid & 0x3F);
+                let low = 0xDC00 | (u32::from(low & 0x0F) << 6) | u32::from(last & 0x3F);
+                let code = 0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00);
+                let c = char::from_u32(code).unwrap_or(char::REPLACEMENT_CHARACTER);
+                utf8.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
+                at += 6;
+            }
+            [byte, ..] => {
+                utf8.push(*byte);
+                at += 1;
+            }
+            [] => unreachable!("at < len"),
+        }
+    }
+    String::from_utf8_lossy(&utf8).into_owned()
 }
 
 impl Drop for Interp {

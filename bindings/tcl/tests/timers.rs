@@ -113,3 +113,21 @@ async fn async_io_timer(after: Duration) {
     let timer = smol::Timer::after(after);
     timer.or(async { std::future::pending().await }).await;
 }
+
+/// Found by a hostile probe: results came back read as plain UTF-8 from Tcl's own form, so a NUL
+/// (`C0 80` there) and a character past U+FFFF (a surrogate pair) became replacement
+/// characters, and a script with a NUL in it was cut there.
+#[test]
+fn eval_hands_back_what_tcl_holds() {
+    let tcl = Tcl::new(Schedule::Deadlines).expect("pump thread");
+    smol::block_on(async {
+        let eval = |script: &str| {
+            let script = script.to_string();
+            let tcl = &tcl;
+            async move { tcl.eval(&script).await.expect("pump").expect("script") }
+        };
+        assert_eq!(eval("format %c 0").await, "\0");
+        assert_eq!(eval("string range 😀x 0 end").await, "😀x");
+        assert_eq!(eval("set a \"\0b\"").await, "\0b");
+    });
+}
