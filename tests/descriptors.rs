@@ -710,16 +710,23 @@ mod closed_first {
         poll(&mut fds, Some(&now)).expect("poll") > 0
     }
 
-    /// It stayed readable with nothing to hand, for ever: the pump ran 80 000 times a second.
-    #[test]
-    fn a_registration_kept_with_no_interest_does_not_leave_the_set_readable() {
-        let set = Descriptors::new().expect("set");
-        let mut watched = eventfd();
+    /// A watched eventfd with a duplicate (as a forked child holds it), a read watch (1) and a
+    /// watch kept at `Interest::NONE` (2) on it: its number, and the two ends.
+    fn watched_with_one_kept_at_none(set: &Descriptors) -> (OwnedFd, RawFd, OwnedFd) {
+        let watched = eventfd();
         let fd = watched.as_raw_fd();
         let duplicate = watched.try_clone().expect("dup");
         set.watch(fd, Interest::READABLE, 1).expect("watch");
         set.watch(fd, Interest::NONE, 2)
             .expect("a watch turned off, kept");
+        (watched, fd, duplicate)
+    }
+
+    /// It stayed readable with nothing to hand, for ever: the pump ran 80 000 times a second.
+    #[test]
+    fn a_registration_kept_with_no_interest_does_not_leave_the_set_readable() {
+        let set = Descriptors::new().expect("set");
+        let (mut watched, fd, duplicate) = watched_with_one_kept_at_none(&set);
         let (stranger, _peer) = UnixStream::pair().expect("pair");
         reopen_under(&mut watched, &stranger);
         set.unwatch(1).expect("unwatch");
@@ -734,12 +741,7 @@ mod closed_first {
     #[test]
     fn a_registration_turned_on_again_watches_the_file_the_number_names_now() {
         let set = Descriptors::new().expect("set");
-        let mut watched = eventfd();
-        let fd = watched.as_raw_fd();
-        let duplicate = watched.try_clone().expect("dup");
-        set.watch(fd, Interest::READABLE, 1).expect("watch");
-        set.watch(fd, Interest::NONE, 2)
-            .expect("a watch turned off, kept");
+        let (mut watched, fd, duplicate) = watched_with_one_kept_at_none(&set);
         let (socket, mut peer) = UnixStream::pair().expect("pair");
         reopen_under(&mut watched, &socket);
         set.unwatch(1).expect("unwatch");

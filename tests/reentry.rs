@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use ffi_pump::{Call, Completions, Emitter, Error, LoopHandle, Pump};
+use ffi_pump::{Call, Completions, Emitter, Error, LoopHandle, Pump, Subscription};
 use futures_lite::future::{block_on, poll_once};
 use futures_lite::StreamExt;
 
@@ -71,13 +71,7 @@ where
 #[test]
 fn a_stream_polled_on_the_loops_thread_with_nothing_to_hand_is_refused_and_ends() {
     let (_pump, handle) = idle_loop();
-    let (tx, rx) = mpsc::channel();
-    let mut values = handle.subscribe(
-        4,
-        move |_, emitter: Emitter<u32>| tx.send(emitter).expect("test alive"),
-        |_, _| {},
-    );
-    let emitter = rx.recv_timeout(common::HANG).expect("start ran");
+    let (mut values, emitter) = subscribed(&handle);
     emitter.emit(1).expect("room");
     let (seen, mut values) = awaited_on_the_loops_thread(&handle, async move {
         let first = values.next().await;
@@ -96,6 +90,14 @@ fn a_stream_polled_on_the_loops_thread_with_nothing_to_hand_is_refused_and_ends(
         }
     });
     assert_eq!(skipping, None, "an error-skipping adapter ends too");
+}
+
+/// A subscription and, once its start ran, the library's end of it.
+fn subscribed(handle: &LoopHandle<()>) -> (Subscription<u32>, Emitter<u32>) {
+    let (tx, rx) = mpsc::channel();
+    let values = handle.subscribe(4, move |_, emitter| drop(tx.send(emitter)), |_, _| {});
+    let emitter = rx.recv_timeout(common::HANG).expect("start ran");
+    (values, emitter)
 }
 
 #[test]
@@ -158,13 +160,7 @@ fn waits_and_turns_first_polled_elsewhere_are_refused_on_the_loops_thread() {
 #[test]
 fn values_emitted_after_a_stream_ended_with_the_close_are_handed_back() {
     let (pump, handle) = idle_loop();
-    let (tx, rx) = mpsc::channel();
-    let mut values = handle.subscribe(
-        4,
-        move |_, emitter: Emitter<u32>| tx.send(emitter).expect("test alive"),
-        |_, _| {},
-    );
-    let emitter = rx.recv_timeout(common::HANG).expect("start ran");
+    let (mut values, emitter) = subscribed(&handle);
     emitter.emit(1).expect("room");
     pump.close();
     assert_eq!(block_on(values.next()), Some(Ok(1)));
