@@ -513,12 +513,12 @@ mod shared_inodes {
     use std::os::fd::OwnedFd;
     use std::os::unix::fs::OpenOptionsExt;
 
-    fn eventfd() -> OwnedFd {
+    pub(super) fn eventfd() -> OwnedFd {
         use rustix::event::EventfdFlags;
         rustix::event::eventfd(0, EventfdFlags::NONBLOCK | EventfdFlags::CLOEXEC).expect("eventfd")
     }
 
-    fn signal(fd: &OwnedFd) {
+    pub(super) fn signal(fd: &impl AsFd) {
         rustix::io::write(fd, &1_u64.to_ne_bytes()).expect("signal the eventfd");
     }
 
@@ -564,8 +564,8 @@ mod shared_inodes {
     /// Closes the file `number` names and opens `file` under the number instead, in one step
     /// (`dup2`): as a library that closes a descriptor without unwatching it and opens another
     /// that takes its number — with no descriptor of another test's thread slipping in between.
-    fn reopen_under(number: &mut OwnedFd, file: OwnedFd) {
-        rustix::io::dup2(&file, number).expect("dup2");
+    pub(super) fn reopen_under(number: &mut OwnedFd, file: impl AsFd) {
+        rustix::io::dup2(file, number).expect("dup2");
     }
 
     /// Issue: the set told files apart by device and inode alone, so a new eventfd (or a FIFO
@@ -681,23 +681,9 @@ mod shared_inodes {
 /// (a forked child's duplicate): found by a hostile probe, each of these spun the pump or handed
 /// the old file's readiness, or a stranger's, to the library's registrations.
 mod closed_first {
+    use super::shared_inodes::{eventfd, reopen_under, signal};
     use super::*;
     use std::os::fd::OwnedFd;
-
-    fn eventfd() -> OwnedFd {
-        use rustix::event::EventfdFlags;
-        rustix::event::eventfd(0, EventfdFlags::NONBLOCK | EventfdFlags::CLOEXEC).expect("eventfd")
-    }
-
-    fn signal(fd: &impl AsFd) {
-        rustix::io::write(fd, &1_u64.to_ne_bytes()).expect("signal the eventfd");
-    }
-
-    /// Closes what `number` names and puts `file` under it in one step, as a library that closes
-    /// without unwatching and opens another descriptor that takes the number.
-    fn reopen_under(number: &mut OwnedFd, file: impl AsFd) {
-        rustix::io::dup2(file, number).expect("dup2");
-    }
 
     /// Whether the set's own descriptor, which the reactor watches, says it is readable now.
     fn set_is_readable(set: &Descriptors) -> bool {
