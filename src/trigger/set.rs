@@ -580,11 +580,22 @@ impl Descriptors {
         for fd in gone {
             table.let_go(fd);
         }
+        let mut closed_meanwhile = Vec::new();
         for (&fd, watched) in &table.fds {
-            if !watched.asked.is_empty() {
-                // A registration whose descriptor the library closed is left out of the kernel.
-                let _ = instance.control(true, fd, watched.key, watched.asked);
+            if watched.asked.is_empty() {
+                continue;
             }
+            match instance.control(true, fd, watched.key, watched.asked) {
+                Ok(()) => {}
+                // Closed since the look above: let go of, as there.
+                Err(err) if names_another_file(&err) => closed_meanwhile.push(fd),
+                // Out of kernel memory or watches: the old instance stays, with every
+                // registration in it, rather than one left out in silence.
+                Err(err) => return Err(err),
+            }
+        }
+        for fd in closed_meanwhile {
+            table.let_go(fd);
         }
         self.inner.outer.swap(&table.instance, &instance)?;
         table.instance = instance;
