@@ -172,3 +172,50 @@ fn issue_15_a_table_hears_the_close_of_every_pump_it_serves() {
         drop((wait, driver, pump));
     }
 }
+
+/// Found by a hostile probe: a value completed for a key whose wait had given up with a cancel
+/// hook not yet run was dropped, as documented, but took the key's "given up" mark with it. A
+/// second wait then had the key before the hook ran, and the hook, when it ran, overwrote that
+/// wait's place (its value was lost, and it was never woken), or, finding the second wait's
+/// value, never cancelled. The key is the first wait's until its hook ran, as the docs say.
+#[test]
+fn a_key_given_up_with_a_cancel_hook_is_nobody_elses_until_the_hook_ran() {
+    use futures_lite::future::{block_on, poll_once};
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    use std::sync::mpsc;
+    let (pump, handle) = Pump::builder()
+        .build_with_state(|_| Ok(()), |_, _| None)
+        .expect("pump thread starts");
+    let table = Completions::<u32, u32>::new();
+    // The loop's thread held in a post: the first wait's hook waits behind it.
+    let (release, held) = mpsc::channel::<()>();
+    let (holding, hold) = mpsc::channel();
+    handle
+        .post(move |_| {
+            let _ = holding.send(());
+            let _ = held.recv();
+        })
+        .expect("pump open");
+    hold.recv_timeout(common::HANG).expect("the post runs");
+    let cancels = Arc::new(AtomicUsize::new(0));
+    let counted = cancels.clone();
+    let mut first = pump.wait_key(&table, 1).on_cancel(&handle, move |_| {
+        counted.fetch_add(1, SeqCst);
+    });
+    assert!(block_on(poll_once(&mut first)).is_none(), "pending");
+    drop(first); // gives up: its hook goes to the held thread
+    assert_eq!(table.complete(1, 10), None, "late: dropped");
+    let second = block_on(pump.wait_key(&table, 1).timeout(common::HANG));
+    assert_eq!(
+        second,
+        Err(Error::KeyInUse),
+        "until the first wait's hook ran"
+    );
+    release.send(()).expect("post alive");
+    block_on(handle.call(|_| ())).expect("the hook ran");
+    assert_eq!(cancels.load(SeqCst), 1, "the first wait's cancel, once");
+    let mut third = pump.wait_key(&table, 1).timeout(common::HANG);
+    assert!(block_on(poll_once(&mut third)).is_none(), "the key is free");
+    table.complete(1, 20);
+    assert_eq!(block_on(third), Ok(20));
+}

@@ -251,7 +251,8 @@ impl<K: Eq + Hash + Clone, V> Drop for Keyed<K, V> {
 ///
 /// Dropping the future removes it from the table and from the pump's pending count. A value
 /// completed meanwhile is not lost: it stays in the table for the next wait on the key or for
-/// [`Completions::take`].
+/// [`Completions::take`] — unless the wait has a cancel hook ([`WaitKey::on_cancel`]), whose
+/// work finished then: the value is dropped with the wait.
 ///
 /// # Panics
 ///
