@@ -116,7 +116,13 @@ async fn turn(core: Arc<Core>) -> Result<(), Error> {
             drop(guard);
             break;
         }
+        let before = core.next.get();
         let ran = guard.run(None);
+        // The driver sleeps on what the runs it made said; what this one says is news to it (a
+        // deadline, ticks, or nothing due any more).
+        if core.next.get() != before {
+            core.demand.wake_driver();
+        }
         let round = ran.round;
         Cause::Turn.report(&core, ran);
         return checks_of(&core, round).await;

@@ -486,3 +486,58 @@ fn a_loop_on_its_thread_returning_nothing_ticks() {
         assert!(runs >= 10, "{runs} runs in 200 ms at a 1 ms interval");
     });
 }
+
+// Found by a hostile probe: what a run made by `turn()` said about the next run (a deadline,
+// ticks, nothing due) reached the driver only when something else woke it, so with a wait
+// pending the deadline got no run and a wait on it timed out, ticks never started, and a
+// deadline taken back still ran.
+on_every_backend! {
+    fn what_a_turns_run_says_about_the_next_run_is_heeded(rt: Rt) {
+        if rt == Rt::LoopThread {
+            return; // `turn()` there asks the loop's thread, whose driver made the run
+        }
+        rt.block_on(async {
+            let next = Arc::new(Mutex::new(ffi_pump::Next::Idle));
+            let runs = Arc::new(std::sync::atomic::AtomicU32::new(0));
+            let (says, counted) = (next.clone(), runs.clone());
+            let pump = Pump::builder()
+                .interval(Duration::from_millis(5))
+                .build(move || {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    *says.lock().unwrap()
+                })
+                .expect("valid settings");
+            pump.spawn_on(rt.backend()).expect("backend available");
+            let waiting = pump.clone();
+            let _pending = rt.spawn(async move { waiting.wait_until(|| false).timeout(HOUR).await });
+            pending(&pump, 1).await;
+            pump.turn().await.expect("a turn"); // heard: nothing due
+            let at = Instant::now() + Duration::from_millis(50);
+            *next.lock().unwrap() = ffi_pump::Next::At(at);
+            pump.turn().await.expect("a turn");
+            let after = runs.load(Ordering::SeqCst);
+            let runs_seen = runs.clone();
+            eventually("a run at the deadline the turn's run said", || {
+                runs_seen.load(Ordering::SeqCst) > after
+            })
+            .await;
+            assert!(Instant::now() >= at, "not before it");
+            *next.lock().unwrap() = ffi_pump::Next::Tick;
+            pump.turn().await.expect("a turn");
+            let after = runs.load(Ordering::SeqCst);
+            let runs_seen = runs.clone();
+            eventually("ticks, as the turn's run said", || {
+                runs_seen.load(Ordering::SeqCst) >= after + 3
+            })
+            .await;
+            *next.lock().unwrap() = ffi_pump::Next::At(Instant::now() + Duration::from_millis(100));
+            pump.turn().await.expect("a turn"); // the next run says nothing is due: ticks stop
+            *next.lock().unwrap() = ffi_pump::Next::Idle;
+            pump.turn().await.expect("a turn");
+            let after = runs.load(Ordering::SeqCst);
+            Timer::after(Duration::from_millis(300)).await;
+            assert_eq!(runs.load(Ordering::SeqCst), after, "nothing due: no run");
+            pump.close();
+        });
+    }
+}

@@ -98,7 +98,8 @@ impl Demand {
         self.wake.listen()
     }
 
-    /// Wakes the driver (and any driver standing by) to look again: the pump closed.
+    /// Wakes the driver (and any driver standing by) to look again: the pump closed, or a run
+    /// the driver did not make said something new about the next.
     pub(crate) fn wake_driver(&self) {
         self.wake.notify(usize::MAX);
     }
