@@ -219,3 +219,34 @@ fn a_key_given_up_with_a_cancel_hook_is_nobody_elses_until_the_hook_ran() {
     table.complete(1, 20);
     assert_eq!(block_on(third), Ok(20));
 }
+
+/// Found in review: a cancel that panicked with a payload whose drop panics too skipped the
+/// hook's end, which lets go of the key: every later wait on it got `KeyInUse`.
+#[test]
+fn a_cancel_hook_lets_go_of_its_key_whatever_its_cancel_panics_with() {
+    use futures_lite::future::{block_on, poll_once};
+    struct PanicsAsItDrops;
+    impl Drop for PanicsAsItDrops {
+        fn drop(&mut self) {
+            if !std::thread::panicking() {
+                panic!("a payload that panics as it drops (expected by this test)");
+            }
+        }
+    }
+    let (pump, handle) = Pump::builder()
+        .build_with_state(|_| Ok(()), |_, _| None)
+        .expect("pump thread starts");
+    let table = Completions::<u32, u32>::new();
+    let mut first = pump
+        .wait_key(&table, 1)
+        .on_cancel(&handle, |_| std::panic::panic_any(PanicsAsItDrops));
+    assert!(block_on(poll_once(&mut first)).is_none(), "pending");
+    drop(first);
+    block_on(handle.call(|_| ())).expect("the hook ran");
+    let second = block_on(pump.wait_key(&table, 1).timeout(Duration::from_millis(50)));
+    assert_eq!(
+        second,
+        Err(Error::TimedOut),
+        "the key is free: no `KeyInUse`"
+    );
+}

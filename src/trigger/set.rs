@@ -589,9 +589,9 @@ impl Descriptors {
                 Ok(()) => {}
                 // Closed since the look above: let go of, as there.
                 Err(err) if names_another_file(&err) => closed_meanwhile.push(fd),
-                // Out of kernel memory or watches: the old instance stays, with every
-                // registration in it, rather than one left out in silence.
-                Err(err) => return Err(err),
+                // Refused for good (out of watches, past the kernel's nesting limits): left out,
+                // as a move that stopped here would leave the leftover reporting for ever.
+                Err(_) => {}
             }
         }
         for fd in closed_meanwhile {

@@ -400,17 +400,20 @@ where
         let settled = Arc::new(AtomicBool::new(false));
         keyed.settled = Some(settled.clone());
         keyed.on_cancel = handle.hold_cleanup(Box::new(move |state| {
-            match state {
+            // Caught, with what the panic carries, so the key is let go of whatever `cancel`
+            // (or the waker the mark takes out) does.
+            let cancelled = catch_unwind(AssertUnwindSafe(|| match state {
                 // At the close, a key that completed has nothing to cancel: its wait takes the
-                // value. Caught, so the key is let go of whatever `cancel` does.
-                Some(state) if table.take_for_cancel(&key, &settled) => {
-                    drop(catch_unwind(AssertUnwindSafe(|| cancel(state))))
-                }
+                // value.
+                Some(state) if table.take_for_cancel(&key, &settled) => cancel(state),
                 _ => {
                     crate::unwind::drop_caught(cancel);
                 }
-            }
+            }));
             table.unmark(&key);
+            if let Err(panic) = cancelled {
+                crate::unwind::drop_caught(panic);
+            }
         }));
         self
     }

@@ -35,6 +35,46 @@ pub struct Counters {
     pub dispatches: AtomicU64,
 }
 
+/// The source attached under an id, and how many were: a fire counts only for the source the
+/// id has now (one replaced or given up may be in its dispatch as that happens).
+#[derive(Debug, Default)]
+struct Slot {
+    attached: u64,
+    source: Option<glib::Source>,
+}
+
+type Slots = Arc<Mutex<Vec<Slot>>>;
+
+fn lock(slots: &Slots) -> std::sync::MutexGuard<'_, Vec<Slot>> {
+    slots.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What a source's callback does when it fires: completes its id, if the id is still its own.
+struct Fire {
+    id: u32,
+    attached: u64,
+    slots: Slots,
+    fired: Completions<u32, Instant>,
+    fires: Arc<Vec<AtomicU32>>,
+    conditions: Arc<Vec<AtomicU32>>,
+}
+
+impl Fire {
+    fn fire(&self, condition: Option<IOCondition>) {
+        let id = self.id as usize;
+        // Held while it completes: a source attached in its place meanwhile waits for this.
+        let slots = lock(&self.slots);
+        if slots[id].attached != self.attached {
+            return;
+        }
+        if let Some(condition) = condition {
+            self.conditions[id].store(condition.bits(), Ordering::SeqCst);
+        }
+        self.fires[id].fetch_add(1, Ordering::SeqCst);
+        self.fired.complete(self.id, Instant::now());
+    }
+}
+
 /// Sources on a private GLib main context, and the pump that iterates it.
 #[derive(Debug)]
 pub struct Sources {
@@ -43,8 +83,7 @@ pub struct Sources {
     polled: LoopHandle<PolledContext>,
     context: MainContext,
     fired: Completions<u32, Instant>,
-    /// The source attached under each id, until it is replaced or given up.
-    attached: Mutex<Vec<Option<glib::Source>>>,
+    slots: Slots,
     fires: Arc<Vec<AtomicU32>>,
     /// What each I/O watch was dispatched for (`GIOCondition` bits).
     conditions: Arc<Vec<AtomicU32>>,
@@ -86,7 +125,7 @@ impl Sources {
             polled,
             context,
             fired: Completions::new(),
-            attached: Mutex::new((0..capacity).map(|_| None).collect()),
+            slots: Arc::new(Mutex::new((0..capacity).map(|_| Slot::default()).collect())),
             fires: Arc::new((0..capacity).map(|_| AtomicU32::new(0)).collect()),
             conditions: Arc::new((0..capacity).map(|_| AtomicU32::new(0)).collect()),
             counters,
@@ -101,29 +140,38 @@ impl Sources {
     ///
     /// Panics if `id` is out of range.
     pub fn add(&self, id: u32, delay: Duration) {
-        let (fires, fired) = (self.fires.clone(), self.fired.clone());
-        assert!((id as usize) < fires.len(), "source id {id} out of range");
-        let callback = move || {
-            fires[id as usize].fetch_add(1, Ordering::SeqCst);
-            fired.complete(id, Instant::now());
-            ControlFlow::Break
-        };
-        let source = if delay.is_zero() {
-            glib::idle_source_new(None, Priority::DEFAULT, callback)
-        } else {
+        self.attach(id, |fire| {
+            let callback = move || {
+                fire.fire(None);
+                ControlFlow::Break
+            };
+            if delay.is_zero() {
+                return glib::idle_source_new(None, Priority::DEFAULT, callback);
+            }
             // GLib counts whole milliseconds in 32 bits: rounded down, or wrapped past that, a
             // source would fire early.
             let ms = delay.as_micros().div_ceil(1000).min(u32::MAX.into()) as u64;
             glib::timeout_source_new(Duration::from_millis(ms), None, Priority::DEFAULT, callback)
-        };
-        self.attach(id, source);
+        });
     }
 
-    /// Attaches `source` under `id`, in place of the source the id had: from this thread, GLib
-    /// wakes the pump thread through the context's wake-up descriptor, which is in the set.
-    fn attach(&self, id: u32, source: glib::Source) {
-        let mut attached = self.attached.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(old) = attached[id as usize].replace(source.clone()) {
+    /// Attaches the source `make` makes under `id`, in place of the source the id had: from this
+    /// thread, GLib wakes the pump thread through the context's wake-up descriptor, which is in
+    /// the set.
+    fn attach(&self, id: u32, make: impl FnOnce(Fire) -> glib::Source) {
+        let mut slots = lock(&self.slots);
+        let slot =
+            (slots.get_mut(id as usize)).unwrap_or_else(|| panic!("source id {id} out of range"));
+        slot.attached += 1;
+        let source = make(Fire {
+            id,
+            attached: slot.attached,
+            slots: self.slots.clone(),
+            fired: self.fired.clone(),
+            fires: self.fires.clone(),
+            conditions: self.conditions.clone(),
+        });
+        if let Some(old) = slot.source.replace(source.clone()) {
             old.destroy();
         }
         // What the id's last source fired with, which no wait took, is not this one's.
@@ -140,35 +188,33 @@ impl Sources {
     ///
     /// Panics if `id` is out of range.
     pub fn watch_readable(&self, id: u32, fd: RawFd) {
-        let (fires, fired) = (self.fires.clone(), self.fired.clone());
-        let conditions = self.conditions.clone();
-        assert!((id as usize) < fires.len(), "source id {id} out of range");
-        let source = glib_unix::fd_source_new(
-            fd,
-            IOCondition::IN,
-            None,
-            Priority::DEFAULT,
-            move |_, why| {
-                conditions[id as usize].store(why.bits(), Ordering::SeqCst);
-                fires[id as usize].fetch_add(1, Ordering::SeqCst);
-                fired.complete(id, Instant::now());
+        self.attach(id, |fire| {
+            let callback = move |_, why: IOCondition| {
+                fire.fire(Some(why));
                 ControlFlow::Break
-            },
-        );
-        self.attach(id, source);
+            };
+            glib_unix::fd_source_new(fd, IOCondition::IN, None, Priority::DEFAULT, callback)
+        });
     }
 
     /// Waits until source `id` fired; when it did. A wait that gives up (times out) removes
     /// the source from the context: a later source under the id is never answered with its fire.
     pub async fn fired(&self, id: u32, timeout: Duration) -> Result<Instant, Error> {
+        let waited_for = lock(&self.slots).get(id as usize).map(|slot| slot.attached);
         let fired = self.pump.wait_key(&self.fired, id).timeout(timeout).await;
-        if fired.is_err() {
-            let mut attached = self.attached.lock().unwrap_or_else(PoisonError::into_inner);
-            if let Some(source) = attached.get_mut(id as usize).and_then(Option::take) {
-                source.destroy();
+        if fired == Err(Error::TimedOut) {
+            let mut slots = lock(&self.slots);
+            // Only the source this wait was for: not one attached under the id since.
+            if let Some(slot) = slots
+                .get_mut(id as usize)
+                .filter(|s| Some(s.attached) == waited_for)
+            {
+                if let Some(source) = slot.source.take() {
+                    source.destroy();
+                }
+                // Fired as the wait gave up: nobody takes it now.
+                let _ = self.fired.take(&id);
             }
-            // Fired as the wait gave up: nobody takes it now.
-            let _ = self.fired.take(&id);
         }
         fired
     }

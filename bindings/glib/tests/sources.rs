@@ -221,3 +221,21 @@ fn an_id_used_again_after_a_wait_timed_out_answers_with_its_new_source() {
         );
     });
 }
+
+/// Found in review: a second wait on an id, refused with `KeyInUse`, removed the source the
+/// first wait waited for, which then timed out.
+#[test]
+fn a_refused_second_wait_leaves_the_first_waits_source_alone() {
+    let sources = Arc::new(Sources::new(1).expect("pump thread"));
+    smol::block_on(async {
+        sources.add(0, Duration::from_millis(100));
+        let waiting = sources.clone();
+        let first = smol::spawn(async move { waiting.fired(0, HANG).await });
+        while sources.pump().stats().pending_waits == 0 {
+            smol::future::yield_now().await;
+        }
+        let second = sources.fired(0, Duration::from_millis(10)).await;
+        assert_eq!(second, Err(Error::KeyInUse));
+        assert!(first.await.is_ok(), "the first wait's source fired");
+    });
+}

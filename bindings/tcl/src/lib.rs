@@ -192,7 +192,8 @@ fn from_tcl(tcl: &CStr) -> String {
                 utf8.push(0);
                 at += 2;
             }
-            [0xED, high @ 0xA0..=0xAF, mid, 0xED, low @ 0xB0..=0xBF, last, ..] => {
+            [0xED, high @ 0xA0..=0xAF, mid @ 0x80..=0xBF, 0xED, low @ 0xB0..=0xBF, last @ 0x80..=0xBF, ..] =>
+            {
                 let high = 0xD800 | (u32::from(high & 0x0F) << 6) | u32::from(mid & 0x3F);
                 let low = 0xDC00 | (u32::from(low & 0x0F) << 6) | u32::from(last & 0x3F);
                 let code = 0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00);
