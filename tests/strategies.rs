@@ -322,3 +322,61 @@ on_every_backend! {
         }
     }
 }
+
+/// Found by a hostile probe: the pass looked at the clock only every 256 entries of one check
+/// type, so a few slow checks (64 of 5 ms here) ran back to back for a whole pass whatever the
+/// `check_budget`, and a kick waited that long for its run. The clock is now looked at after
+/// every entry while the checks are slow.
+#[test]
+fn a_pass_of_slow_checks_gives_a_kick_its_run_at_its_budget() {
+    use common::Rt;
+    use std::time::Instant;
+    Rt::Thread.block_on(async {
+        let runs = Arc::new(AtomicU32::new(0));
+        let counted = runs.clone();
+        let builder = Pump::builder()
+            .interval(Duration::from_secs(3600))
+            .check_budget(Duration::from_millis(1));
+        let pump = Rt::Thread.pump_with(builder, move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+        });
+        let checks = Arc::new(AtomicU32::new(0));
+        let waits: Vec<_> = (0..64)
+            .map(|_| {
+                let counted = checks.clone();
+                let check = move || {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    let spun = Instant::now();
+                    while spun.elapsed() < Duration::from_millis(5) {
+                        std::hint::spin_loop();
+                    }
+                    false
+                };
+                Rt::Thread.spawn(pump.wait_until(check).timeout(Duration::from_secs(30)))
+            })
+            .collect();
+        pending(&pump, 64).await;
+        // Each checked once as it arrived; then each round after a run is what is measured.
+        eventually("every wait checked", || checks.load(Ordering::SeqCst) >= 64).await;
+        let mut longest = Duration::ZERO;
+        for _ in 0..5 {
+            // In the middle of a round: a run, and a check of its round.
+            let seen = checks.load(Ordering::SeqCst);
+            pump.kick();
+            eventually("a round under way", || checks.load(Ordering::SeqCst) > seen).await;
+            let (before, kicked) = (runs.load(Ordering::SeqCst), Instant::now());
+            pump.kick();
+            eventually("the kick's run", || runs.load(Ordering::SeqCst) > before).await;
+            longest = longest.max(kicked.elapsed());
+        }
+        // A whole pass is 320 ms; one check, plus the machine's noise, is what may pass.
+        assert!(
+            longest < Duration::from_millis(120),
+            "a kick waited {longest:?} for its run"
+        );
+        pump.close();
+        for wait in waits {
+            let _ = wait.await;
+        }
+    });
+}

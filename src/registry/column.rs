@@ -6,17 +6,13 @@ use std::any::Any;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::task::Waker;
-use std::time::Instant;
 
-use super::{keep_spare, Batch, Evaluate, Evaluated, Finished, Pass, Place, Removed};
+use super::{keep_spare, Batch, Evaluate, Evaluated, Finished, Pass, PassClock, Place, Removed};
 use crate::sync::{lock, Mutex};
 use crate::unwind::drop_each_caught;
 
 // A block's slots are one word of `Typed::occupied`.
 const _: () = assert!(super::BLOCK == u64::BITS as usize);
-
-/// Entries evaluated between two looks at the clock.
-const CLOCK_STRIDE: usize = 256;
 
 /// How many ended entries ahead of the one being finished have their shared state fetched.
 const FINISH_AHEAD: usize = 32;
@@ -219,25 +215,28 @@ impl<E: Evaluate> Typed<E> {
         }
         let left = self.left.min(size);
         let start = self.cursor % size;
-        // In key order from `start`, wrapping at most once, a block at a time: each block is
-        // announced as it is entered, and the clock looked at every `CLOCK_STRIDE` entries.
+        // In key order from `start`, wrapping at most once, a block (or what the pass's clock
+        // allows of one) at a time: each is announced as it is entered, and the pass's clock
+        // looked at between them.
         let first = (size - start).min(left);
         let mut step = 0;
-        let mut next_look = CLOCK_STRIDE;
         for (from, count) in [(start, first), (0, left - first)] {
             let (mut key, end) = (from, from + count);
             while key < end {
-                if step >= next_look {
-                    if pass.deadline.is_some_and(|d| Instant::now() >= d) {
-                        self.cursor = key;
-                        self.left = left - step;
-                        return false;
-                    }
-                    next_look = step + CLOCK_STRIDE;
+                if pass.clock.as_mut().is_some_and(PassClock::out_of_time) {
+                    self.cursor = key;
+                    self.left = left - step;
+                    return false;
                 }
-                let block_end = ((key / super::BLOCK + 1) * super::BLOCK).min(end);
+                let allowance = pass.clock.as_ref().map_or(usize::MAX, PassClock::allowance);
+                let block_end = ((key / super::BLOCK + 1) * super::BLOCK)
+                    .min(end)
+                    .min(key.saturating_add(allowance));
                 let look_for_marks = pass.announce(Place::new(self.index, key).block());
                 self.evaluate_block(key, block_end, look_for_marks, pass);
+                if let Some(clock) = &mut pass.clock {
+                    clock.walked += block_end - key;
+                }
                 step += block_end - key;
                 key = block_end;
             }

@@ -284,7 +284,8 @@ impl Slab {
 /// One evaluation pass, as its columns see it.
 pub(crate) struct Pass<'a> {
     registry: &'a Registry,
-    deadline: Option<Instant>,
+    /// Its budget; `None`: none.
+    clock: Option<PassClock>,
     woken: &'a mut Vec<Waker>,
     /// Marked entries removed so far.
     unmarked: usize,
@@ -293,10 +294,10 @@ pub(crate) struct Pass<'a> {
 }
 
 impl<'a> Pass<'a> {
-    fn new(registry: &'a Registry, deadline: Option<Instant>, woken: &'a mut Vec<Waker>) -> Self {
+    fn new(registry: &'a Registry, budget: Option<Duration>, woken: &'a mut Vec<Waker>) -> Self {
         Pass {
             registry,
-            deadline,
+            clock: budget.and_then(PassClock::new),
             woken,
             unmarked: 0,
             look_for_marks: false,
@@ -321,6 +322,61 @@ impl<'a> Pass<'a> {
         self.registry.announce(NO_BLOCK);
         self.registry.unmark(self.unmarked);
         slab.take_removed(removed);
+    }
+}
+
+/// A pass's budget: when it is spent, and how often the walk looks at the clock — after every
+/// entry while checks are slow, every [`PassClock::MAX_STRIDE`] while they are quick, so that a
+/// pass overruns its budget by about one check, whatever the checks cost and however the
+/// entries are spread over columns.
+struct PassClock {
+    deadline: Instant,
+    looked_at: Instant,
+    /// Entries walked since the last look, and before the next.
+    walked: usize,
+    stride: usize,
+}
+
+impl PassClock {
+    /// The most entries walked between two looks at the clock (a look costs about as much as a
+    /// quick check).
+    const MAX_STRIDE: usize = 256;
+
+    /// `None` for a budget past the clock's range: no look at all.
+    fn new(budget: Duration) -> Option<PassClock> {
+        let now = Instant::now();
+        Some(PassClock {
+            deadline: now.checked_add(budget)?,
+            looked_at: now,
+            walked: 0,
+            // The first entry tells what the entries cost.
+            stride: 1,
+        })
+    }
+
+    /// How many entries may be walked before the next look (at least one).
+    fn allowance(&self) -> usize {
+        self.stride.saturating_sub(self.walked).max(1)
+    }
+
+    /// Looks at the clock once the stride is walked: `true` once the budget is spent. The next
+    /// look comes before a quarter of what is left passes, at the pace of the entries since this.
+    fn out_of_time(&mut self) -> bool {
+        if self.walked < self.stride {
+            return false;
+        }
+        let now = Instant::now();
+        if now >= self.deadline {
+            return true;
+        }
+        let pace = (now - self.looked_at).as_nanos() / self.walked as u128;
+        let stride = match pace {
+            0 => Self::MAX_STRIDE as u128,
+            pace => (self.deadline - now).as_nanos() / 4 / pace,
+        };
+        self.stride = stride.clamp(1, Self::MAX_STRIDE as u128) as usize;
+        (self.looked_at, self.walked) = (now, 0);
+        false
     }
 }
 
@@ -452,11 +508,7 @@ impl Registry {
         for column in &mut slab.columns {
             column.begin_round();
         }
-        Self::pass(
-            &mut slab,
-            Pass::new(self, Instant::now().checked_add(budget), woken),
-            removed,
-        )
+        Self::pass(&mut slab, Pass::new(self, Some(budget), woken), removed)
     }
 
     /// Goes on with a round a pass left for lack of time: evaluates the entries it has not seen
@@ -474,11 +526,7 @@ impl Registry {
         removed: &mut Vec<Removed>,
     ) -> bool {
         let mut slab = lock(&self.slab);
-        Self::pass(
-            &mut slab,
-            Pass::new(self, Instant::now().checked_add(budget), woken),
-            removed,
-        )
+        Self::pass(&mut slab, Pass::new(self, Some(budget), woken), removed)
     }
 
     /// The columns in turn from where the last pass stopped, each with what it has left of the

@@ -211,7 +211,7 @@ impl<F: FnMut() -> bool> WaitUntil<F> {
     }
 
     timeout_methods! {
-        "The check runs first on the first poll, so a condition that already holds wins over a zero timeout.",
+        "The check runs first on the first poll if the loop is not running, so a condition that already holds wins over a zero timeout then; during a run the check waits for it (checks never overlap runs), and a zero timeout, or a deadline that passed, gives up first.",
         "
 /// use ffi_pump::{Error, Pump};
 /// use std::time::Duration;
@@ -301,7 +301,7 @@ impl<F: FnMut() -> Option<T>, T> WaitFor<F, T> {
     }
 
     timeout_methods! {
-        "The check runs first on the first poll, so a value that is already there wins over a zero timeout.",
+        "The check runs first on the first poll if the loop is not running, so a value that is already there wins over a zero timeout then; during a run the check waits for it (checks never overlap runs), and a zero timeout, or a deadline that passed, gives up first.",
         "
 /// use ffi_pump::{Error, Pump};
 /// use std::time::Duration;
