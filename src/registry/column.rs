@@ -220,6 +220,9 @@ impl<E: Evaluate> Typed<E> {
         // looked at between them.
         let first = (size - start).min(left);
         let mut step = 0;
+        if let Some(clock) = &mut pass.clock {
+            clock.new_column();
+        }
         for (from, count) in [(start, first), (0, left - first)] {
             let (mut key, end) = (from, from + count);
             while key < end {
@@ -228,10 +231,11 @@ impl<E: Evaluate> Typed<E> {
                     self.left = left - step;
                     return false;
                 }
-                let allowance = pass.clock.as_ref().map_or(usize::MAX, PassClock::allowance);
-                let block_end = ((key / super::BLOCK + 1) * super::BLOCK)
-                    .min(end)
-                    .min(key.saturating_add(allowance));
+                let block_end = ((key / super::BLOCK + 1) * super::BLOCK).min(end);
+                let block_end = match &pass.clock {
+                    Some(clock) => clock.part_end(key, block_end),
+                    None => block_end,
+                };
                 let look_for_marks = pass.announce(Place::new(self.index, key).block());
                 self.evaluate_block(key, block_end, look_for_marks, pass);
                 if let Some(clock) = &mut pass.clock {

@@ -326,9 +326,11 @@ impl<'a> Pass<'a> {
 }
 
 /// A pass's budget: when it is spent, and how often the walk looks at the clock — after every
-/// entry while checks are slow, every [`PassClock::MAX_STRIDE`] while they are quick, so that a
-/// pass overruns its budget by about one check, whatever the checks cost and however the
-/// entries are spread over columns.
+/// entry while checks are slow, every [`PassClock::MAX_STRIDE`] while they are quick. The stride
+/// starts at one entry in each column (another check type, another cost) and at most doubles
+/// from look to look, so a pass overruns its budget by about one check while the checks cost
+/// alike, and by at most the stride reached (≤ 256 entries) when slow checks follow quick ones
+/// in one column.
 struct PassClock {
     deadline: Instant,
     looked_at: Instant,
@@ -342,6 +344,10 @@ impl PassClock {
     /// quick check).
     const MAX_STRIDE: usize = 256;
 
+    /// The stride a pass, or a column, starts with. Under loom a fixed stride keeps the model
+    /// deterministic: how the walk is cut must not follow the real clock there.
+    const FIRST_STRIDE: usize = if cfg!(loom) { Self::MAX_STRIDE } else { 1 };
+
     /// `None` for a budget past the clock's range: no look at all.
     fn new(budget: Duration) -> Option<PassClock> {
         let now = Instant::now();
@@ -350,7 +356,7 @@ impl PassClock {
             looked_at: now,
             walked: 0,
             // The first entry tells what the entries cost.
-            stride: 1,
+            stride: Self::FIRST_STRIDE,
         })
     }
 
@@ -374,9 +380,27 @@ impl PassClock {
             0 => Self::MAX_STRIDE as u128,
             pace => (self.deadline - now).as_nanos() / 4 / pace,
         };
-        self.stride = stride.clamp(1, Self::MAX_STRIDE as u128) as usize;
+        let most = (self.stride * 2).min(Self::MAX_STRIDE);
+        if !cfg!(loom) {
+            self.stride = stride.clamp(1, most as u128) as usize;
+        }
         (self.looked_at, self.walked) = (now, 0);
         false
+    }
+
+    /// A column begins: its checks may cost what the last column's did not.
+    fn new_column(&mut self) {
+        self.stride = Self::FIRST_STRIDE;
+    }
+
+    /// Where a part of the walk that starts at `key` ends, short of `block_end`: at the
+    /// clock's allowance while the stride is under a block, else at the block's end (a look
+    /// lands on a block's end then, and no block is cut in parts).
+    fn part_end(&self, key: usize, block_end: usize) -> usize {
+        match self.stride < BLOCK {
+            true => block_end.min(key + self.allowance()),
+            false => block_end,
+        }
     }
 }
 

@@ -209,6 +209,8 @@ impl Sources {
                 .get_mut(id as usize)
                 .filter(|s| Some(s.attached) == waited_for)
             {
+                // A fire of it already in dispatch is not counted either.
+                slot.attached += 1;
                 if let Some(source) = slot.source.take() {
                     source.destroy();
                 }

@@ -1,0 +1,189 @@
+//! `check_budget` bounds a pass of slow checks, whatever comes before them: found by a hostile
+//! probe (the clock was read every 256 entries of a column: 64 checks of 5 ms ran back to back
+//! and a kick waited 317 ms for its run), and by a review of the fix (one cheap entry at a
+//! round's start, or a quick column before the slow one, set the stride to 256 at once). A file
+//! of its own: the cases run one after another, each holding a core with its checks.
+mod common;
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{eventually, pending, Rt};
+use ffi_pump::Pump;
+
+static RELEASE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn spin(ms: u64) {
+    let spun = Instant::now();
+    while spun.elapsed() < Duration::from_millis(ms) {
+        std::hint::spin_loop();
+    }
+}
+
+/// `quick(i)`: whether wait i's check is quick. `done_at_second(i)`: the check ends its wait at
+/// its second call. Waits are registered one at a time, so wait i has key i.
+/// The longest a kick waited for its run in the middle of a round, and a whole round.
+fn longest_kick(
+    n: u32,
+    quick: fn(u32) -> bool,
+    done_at_second: fn(u32) -> bool,
+) -> (Duration, Duration) {
+    Rt::Thread.block_on(async {
+        let runs = Arc::new(AtomicU32::new(0));
+        let counted = runs.clone();
+        let builder = Pump::builder()
+            .interval(Duration::from_secs(3600))
+            .check_budget(Duration::from_millis(1));
+        let pump = Rt::Thread.pump_with(builder, move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+        });
+        let checks = Arc::new(AtomicU32::new(0));
+        let mut waits = Vec::new();
+        let mut stays = 0;
+        for i in 0..n {
+            let counted = checks.clone();
+            let mut calls = 0;
+            let check = move || {
+                calls += 1;
+                if done_at_second(i) && calls >= 2 && RELEASE.load(Ordering::SeqCst) {
+                    return true;
+                }
+                if !quick(i) {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    spin(5);
+                }
+                false
+            };
+            waits.push(Rt::Thread.spawn(pump.wait_until(check).timeout(Duration::from_secs(60))));
+            stays += 1;
+            pending(&pump, stays).await;
+        }
+        // Let the waits that end at their second check end (a round after a run).
+        RELEASE.store(true, Ordering::SeqCst);
+        pump.kick();
+        let ends = (0..n).filter(|&i| done_at_second(i)).count();
+        pending(&pump, n as usize - ends).await;
+        // What a whole round of the slow checks takes on this machine now.
+        let (seen, started) = (checks.load(Ordering::SeqCst), Instant::now());
+        pump.kick();
+        let slow = n - (0..n).filter(|&i| quick(i)).count() as u32;
+        eventually("a whole round", || {
+            checks.load(Ordering::SeqCst) >= seen + slow
+        })
+        .await;
+        let round = started.elapsed();
+        let mut longest = Duration::ZERO;
+        for _ in 0..5 {
+            let seen = checks.load(Ordering::SeqCst);
+            pump.kick();
+            eventually("a round under way", || checks.load(Ordering::SeqCst) > seen).await;
+            let (before, kicked) = (runs.load(Ordering::SeqCst), Instant::now());
+            pump.kick();
+            eventually("the kick's run", || runs.load(Ordering::SeqCst) > before).await;
+            longest = longest.max(kicked.elapsed());
+        }
+        pump.close();
+        for wait in waits {
+            let _ = wait.await;
+        }
+        (longest, round)
+    })
+}
+
+/// The fixed test's case, all 64 checks slow (baseline).
+fn all_slow() {
+    let (longest, round) = longest_kick(64, |_| false, |_| false);
+    assert!(
+        longest < round / 3,
+        "a kick waited {longest:?} (a whole round: {round:?})"
+    );
+}
+
+/// The same 64 slow checks, but the slot at the round's start is free (its wait ended): the
+/// first look sees one empty key, the stride goes to 256, and every slow check runs.
+fn a_hole_at_the_rounds_start() {
+    let (longest, round) = longest_kick(65, |i| i == 0, |i| i == 0);
+    assert!(
+        longest < round / 3,
+        "a kick waited {longest:?} (a whole round: {round:?})"
+    );
+}
+
+/// One quick check at the round's start, then 64 slow ones (one closure type, one column).
+fn one_quick_check_first() {
+    let (longest, round) = longest_kick(65, |i| i == 0, |_| false);
+    assert!(
+        longest < round / 3,
+        "a kick waited {longest:?} (a whole round: {round:?})"
+    );
+}
+
+/// Two columns: 3 000 checks of ~1 µs (one closure type), then 64 of 5 ms (another). A pass that
+/// stops inside the first column goes on with it at the next pass, whose clock paces on the
+/// 1 µs checks (stride ~250) and then meets the slow column with that allowance.
+fn a_slow_column_after_a_quick_one() {
+    Rt::Thread.block_on(async {
+        let runs = Arc::new(AtomicU32::new(0));
+        let counted = runs.clone();
+        let builder = Pump::builder()
+            .interval(Duration::from_secs(3600))
+            .check_budget(Duration::from_millis(1));
+        let pump = Rt::Thread.pump_with(builder, move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+        });
+        let mut waits = Vec::new();
+        for _ in 0..3000 {
+            let check = move || {
+                let spun = Instant::now();
+                while spun.elapsed() < Duration::from_micros(1) {}
+                false
+            };
+            waits.push(Rt::Thread.spawn(pump.wait_until(check).timeout(Duration::from_secs(60))));
+        }
+        pending(&pump, 3000).await;
+        let checks = Arc::new(AtomicU32::new(0));
+        for _ in 0..64 {
+            let counted = checks.clone();
+            let check = move || {
+                counted.fetch_add(1, Ordering::SeqCst);
+                spin(5);
+                false
+            };
+            waits.push(Rt::Thread.spawn(pump.wait_until(check).timeout(Duration::from_secs(60))));
+        }
+        pending(&pump, 3064).await;
+        // Each checked once as it arrived (with no budget: left as it is); the rounds after
+        // runs are what is measured.
+        eventually("every slow wait checked", || {
+            checks.load(Ordering::SeqCst) >= 64
+        })
+        .await;
+        let mut longest = Duration::ZERO;
+        for _ in 0..10 {
+            let seen = checks.load(Ordering::SeqCst);
+            pump.kick();
+            eventually("a round under way", || checks.load(Ordering::SeqCst) > seen).await;
+            let (before, kicked) = (runs.load(Ordering::SeqCst), Instant::now());
+            pump.kick();
+            eventually("the kick's run", || runs.load(Ordering::SeqCst) > before).await;
+            longest = longest.max(kicked.elapsed());
+        }
+        pump.close();
+        for wait in waits {
+            let _ = wait.await;
+        }
+        assert!(
+            longest < Duration::from_millis(120),
+            "a kick waited {longest:?}"
+        );
+    });
+}
+
+#[test]
+fn a_pass_of_slow_checks_gives_a_kick_its_run_at_its_budget() {
+    all_slow();
+    a_hole_at_the_rounds_start();
+    one_quick_check_first();
+    a_slow_column_after_a_quick_one();
+}
