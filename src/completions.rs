@@ -261,7 +261,6 @@ impl<K: Eq + Hash, V> Completions<K, V> {
             Entry::Occupied(state) if matches!(state.get(), KeyState::Abandoned) => {
                 // Its wait gave up and nobody will claim it: dropped, outside the lock. The mark
                 // stays until the wait's cancel hook ran: no other wait takes the key before.
-                let _ = state;
                 drop(keys);
                 drop(value);
                 return None;

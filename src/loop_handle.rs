@@ -280,7 +280,11 @@ impl<S: 'static> LoopHandle<S> {
         if wait.claim() {
             let table = table.table.clone();
             // A closed pump drops `start`; the wait then ends with the pump's error.
-            let _ = self.post(started.marking(start, true, move || table.wake(&key)));
+            let kept = started.clone();
+            let _ = self.post(started.marking(start, move |panic| {
+                kept.keep_panic(panic);
+                table.wake(&key);
+            }));
         }
         wait
     }
@@ -302,30 +306,26 @@ impl Started {
         self.0.ran.load(Ordering::SeqCst)
     }
 
+    /// Keeps the panic `start` ended with, for the awaiting task.
+    fn keep_panic(&self, panic: Box<dyn std::any::Any + Send>) {
+        *crate::sync::lock(&self.0.panic) = Some(panic);
+    }
+
     /// The panic `start` ended with, once.
     pub(crate) fn take_panic(&self) -> Option<Box<dyn std::any::Any + Send>> {
         crate::sync::lock(&self.0.panic).take()
     }
 
-    /// `start`, marking this as it runs; a panic in it is caught and, if `keep`, kept for
-    /// [`take_panic`](Started::take_panic) before `panicked` is called.
+    /// `start`, marking this as it runs; a panic in it is caught and handed to `panicked`.
     fn marking<S>(
         self,
         start: impl FnOnce(&mut S) + Send + 'static,
-        keep: bool,
-        panicked: impl FnOnce() + Send + 'static,
+        panicked: impl FnOnce(Box<dyn std::any::Any + Send>) + Send + 'static,
     ) -> impl FnOnce(&mut S) + Send {
         move |state| {
             self.0.ran.store(true, Ordering::SeqCst);
-            match catch_unwind(AssertUnwindSafe(|| start(state))) {
-                Ok(()) => {}
-                Err(panic) if keep => {
-                    *crate::sync::lock(&self.0.panic) = Some(panic);
-                    panicked();
-                }
-                Err(panic) => {
-                    crate::unwind::drop_caught(panic);
-                }
+            if let Err(panic) = catch_unwind(AssertUnwindSafe(|| start(state))) {
+                panicked(panic);
             }
         }
     }
@@ -555,7 +555,10 @@ impl<S: 'static> LoopHandle<S> {
         }));
         // A closed pump drops `start`, and the emitter with it: the stream ends with the
         // pump's reason.
-        let _ = self.post(started.marking(move |state| start(state, emitter), false, || {}));
+        let start = move |state: &mut S| start(state, emitter);
+        let _ = self.post(started.marking(start, |panic| {
+            crate::unwind::drop_caught(panic);
+        }));
         Subscription::new(channel, self.core.clone(), id, held)
     }
 }

@@ -268,7 +268,10 @@ impl<V: Send + 'static> Stream for Subscription<V> {
                     state.subscriber_gone = true;
                     Step::End(Some(why))
                 } else if crate::reentry::is_inside(self.core.id()) {
-                    Step::Refused
+                    // Only the loop's own thread emits: waiting there would wait for itself. It
+                    // ends, as a refused wait does, so nothing polls it again and again.
+                    state.subscriber_gone = true;
+                    Step::End(Some(Error::Reentrant))
                 } else {
                     state.waker = Some(cx.waker().clone());
                     Step::Wait
@@ -279,13 +282,6 @@ impl<V: Send + 'static> Stream for Subscription<V> {
                 Step::End(why) => {
                     self.end();
                     return Poll::Ready(why.map(Err));
-                }
-                // Only the loop's own thread emits: waiting there would wait for itself. It ends,
-                // as a refused wait does, so nothing polls it again and again.
-                Step::Refused => {
-                    lock(&self.channel.state).subscriber_gone = true;
-                    self.end();
-                    return Poll::Ready(Some(Err(Error::Reentrant)));
                 }
                 // Closed during the look: look again, for what came before the close. A close
                 // from here on wakes the waker registered above.
@@ -304,10 +300,9 @@ impl<V: Send + 'static> Stream for Subscription<V> {
 /// What one look at the channel found.
 enum Step<V> {
     Value(V),
-    /// The stream ends: cleanly (`None`), or with the close reason.
+    /// The stream ends: cleanly (`None`), or with why (the close reason, or `Reentrant` on the
+    /// loop's thread with nothing to hand).
     End(Option<Error>),
-    /// Polled on the loop's thread with nothing to hand.
-    Refused,
     Wait,
 }
 

@@ -52,6 +52,20 @@ async fn kicks_in_a_round(
 
 /// `quick(i)`: whether wait i's check is quick. `done_at_second(i)`: the check ends its wait at
 /// its second call. Waits are registered one at a time, so wait i has key i.
+/// A pump with a 1 ms check budget and no tick, driven by a thread of its own; its runs,
+/// counted. Call inside `block_on`.
+fn counted_pump() -> (Pump, Arc<AtomicU32>) {
+    let runs = Arc::new(AtomicU32::new(0));
+    let counted = runs.clone();
+    let builder = Pump::builder()
+        .interval(Duration::from_secs(3600))
+        .check_budget(Duration::from_millis(1));
+    let pump = Rt::Thread.pump_with(builder, move || {
+        counted.fetch_add(1, Ordering::SeqCst);
+    });
+    (pump, runs)
+}
+
 /// The longest a kick waited for its run in the middle of a round, and a whole round.
 fn longest_kick(
     n: u32,
@@ -59,14 +73,7 @@ fn longest_kick(
     done_at_second: fn(u32) -> bool,
 ) -> (Duration, Duration) {
     Rt::Thread.block_on(async {
-        let runs = Arc::new(AtomicU32::new(0));
-        let counted = runs.clone();
-        let builder = Pump::builder()
-            .interval(Duration::from_secs(3600))
-            .check_budget(Duration::from_millis(1));
-        let pump = Rt::Thread.pump_with(builder, move || {
-            counted.fetch_add(1, Ordering::SeqCst);
-        });
+        let (pump, runs) = counted_pump();
         let checks = Arc::new(AtomicU32::new(0));
         let mut waits = Vec::new();
         let mut stays = 0;
@@ -113,7 +120,7 @@ fn all_slow() {
 }
 
 /// The same 64 slow checks, but the slot at the round's start is free (its wait ended): the
-/// first look sees one empty key, the stride goes to 256, and every slow check runs.
+/// first look sees one empty key (it set the stride to 256 at once, and every slow check ran).
 fn a_hole_at_the_rounds_start() {
     let (longest, round) = longest_kick(65, |i| i == 0, |i| i == 0);
     assert!(
@@ -133,17 +140,10 @@ fn one_quick_check_first() {
 
 /// Two columns: 3 000 checks of ~1 µs (one closure type), then 64 of 5 ms (another). A pass that
 /// stops inside the first column goes on with it at the next pass, whose clock paces on the
-/// 1 µs checks (stride ~250) and then meets the slow column with that allowance.
+/// 1 µs checks (stride ~250) and then meets the slow column: it carried that stride over.
 fn a_slow_column_after_a_quick_one() {
     Rt::Thread.block_on(async {
-        let runs = Arc::new(AtomicU32::new(0));
-        let counted = runs.clone();
-        let builder = Pump::builder()
-            .interval(Duration::from_secs(3600))
-            .check_budget(Duration::from_millis(1));
-        let pump = Rt::Thread.pump_with(builder, move || {
-            counted.fetch_add(1, Ordering::SeqCst);
-        });
+        let (pump, runs) = counted_pump();
         let mut waits = Vec::new();
         for _ in 0..3000 {
             let check = move || {

@@ -375,13 +375,13 @@ impl PassClock {
         if now >= self.deadline {
             return true;
         }
-        let pace = (now - self.looked_at).as_nanos() / self.walked as u128;
-        let stride = match pace {
-            0 => Self::MAX_STRIDE as u128,
-            pace => (self.deadline - now).as_nanos() / 4 / pace,
-        };
-        let most = (self.stride * 2).min(Self::MAX_STRIDE);
         if !cfg!(loom) {
+            let pace = (now - self.looked_at).as_nanos() / self.walked as u128;
+            let stride = match pace {
+                0 => Self::MAX_STRIDE as u128,
+                pace => (self.deadline - now).as_nanos() / 4 / pace,
+            };
+            let most = (self.stride * 2).min(Self::MAX_STRIDE);
             self.stride = stride.clamp(1, most as u128) as usize;
         }
         (self.looked_at, self.walked) = (now, 0);
