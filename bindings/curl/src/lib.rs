@@ -59,6 +59,9 @@ pub enum GetError {
     Curl(String),
     /// The pump's: timed out, closed.
     Pump(Error),
+    /// The URL names no `http` or `https` scheme: libcurl would also read `file://` and speak
+    /// its other protocols, or guess one for a URL without a scheme.
+    Scheme(String),
 }
 
 /// Collects a response: its body and header lines.
@@ -288,7 +291,18 @@ impl Client {
     }
 
     /// GETs `url`, giving up after `timeout` (the transfer is then removed from the multi handle).
+    ///
+    /// # Errors
+    ///
+    /// [`GetError::Scheme`] unless `url` starts with `http://` or `https://` (in any case); no
+    /// redirect is followed, so the transfer speaks only that.
     pub async fn get(&self, url: &str, timeout: Duration) -> Result<Response, GetError> {
+        let scheme = url.split_once("://").map(|(scheme, _)| scheme);
+        if !scheme
+            .is_some_and(|s| s.eq_ignore_ascii_case("http") || s.eq_ignore_ascii_case("https"))
+        {
+            return Err(GetError::Scheme(url.to_string()));
+        }
         let url = url.to_string();
         self.transfers
             .request(

@@ -54,6 +54,26 @@ fn every_body_arrives_intact(schedule: Schedule) -> Arc<Client> {
 }
 
 #[test]
+fn only_http_and_https_urls_are_fetched() {
+    // A file the client could read if it took a `file://` URL, as libcurl would.
+    let path = std::env::temp_dir().join(format!("ffi-pump-curl-scheme-{}", std::process::id()));
+    std::fs::write(&path, b"secret").expect("temp file");
+    let client = Client::new().expect("client");
+    for url in [
+        format!("file://{}", path.display()),
+        format!("FILE://{}", path.display()),
+        "ftp://127.0.0.1:1/".to_string(),
+        "127.0.0.1:1/".to_string(),
+        " http://127.0.0.1:1/".to_string(),
+    ] {
+        let outcome = smol::block_on(client.get(&url, Duration::from_secs(10)));
+        assert_eq!(outcome, Err(GetError::Scheme(url)));
+    }
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(client.running(), 0);
+}
+
+#[test]
 fn a_port_nobody_listens_on_gives_the_curl_error() {
     // Bind and drop a listener: the port is then (almost surely) closed.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
