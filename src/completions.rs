@@ -4,7 +4,7 @@ use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::Hash;
-use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::atomic::{AtomicU8, Ordering::SeqCst};
 use std::sync::Arc;
 use std::task::Waker;
 
@@ -38,6 +38,61 @@ pub(crate) enum GaveUp<V> {
     Marked(Option<Waker>),
 }
 
+/// What a wait with a cancel hook has to do with its key, changed only under the table's lock:
+/// what its hook may do with the key when it runs. Several waits (of several pumps) may take
+/// a key in turn, and a hook that runs late (at its pump's close) must not touch a key its wait
+/// has let go of and another wait has since taken.
+pub(crate) struct Claim(AtomicU8);
+
+impl Default for Claim {
+    fn default() -> Self {
+        Claim(AtomicU8::new(Claim::NEW))
+    }
+}
+
+impl Claim {
+    /// The wait has not had the key.
+    const NEW: u8 = 0;
+    /// The wait is pending on the key: a `Waiting` or `Claimed` there is its.
+    const WAITING: u8 = 1;
+    /// The key's abandoned mark is the wait's.
+    const MARKED: u8 = 2;
+    /// The wait took its value.
+    const TOOK: u8 = 3;
+    /// The wait let go of the key: its hook (if it still runs) leaves the key alone.
+    const LET_GO: u8 = 4;
+
+    fn get(&self) -> u8 {
+        self.0.load(SeqCst)
+    }
+
+    fn set(&self, to: u8) {
+        self.0.store(to, SeqCst);
+    }
+
+    /// The wait's waker is in the table, on the key (under the table's lock).
+    pub(crate) fn waiting(&self) {
+        self.set(Claim::WAITING);
+    }
+
+    /// The wait took its value (under the table's lock).
+    pub(crate) fn took(&self) {
+        self.set(Claim::TOOK);
+    }
+}
+
+/// What a cancel hook found as it was about to run ([`Table::take_for_cancel`]).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum ForCancel {
+    /// The key completed for its wait, which takes (or took) the value: nothing to cancel.
+    Nothing,
+    /// The key is marked abandoned for the hook: cancel, then [`Table::unmark`].
+    Marked,
+    /// The key is not the wait's (it let go of it, or another wait has it): cancel, and leave
+    /// the key alone.
+    Unmarked,
+}
+
 pub(crate) struct Table<K, V> {
     keys: Mutex<HashMap<K, KeyState<V>>>,
 }
@@ -52,45 +107,59 @@ impl<K, V> Table<K, V> {
 impl<K: Eq + Hash + Clone, V> Table<K, V> {
     /// The wait on `key` gave up with a cancel hook. `owner`: the wait was pending on the key,
     /// which is then its own; a wait that never got that far gives up only a key that is
-    /// nobody's. What it finds is handed out, to be dropped by the caller outside the lock.
-    pub(crate) fn abandon(&self, key: &K, owner: bool) -> GaveUp<V> {
+    /// nobody's, and one whose hook ran already (at its pump's close) nothing. What it finds is
+    /// handed out, to be dropped by the caller outside the lock.
+    pub(crate) fn abandon(&self, key: &K, owner: bool, claim: &Claim) -> GaveUp<V> {
         let mut keys = self.keys();
         let nobodys = matches!(keys.get(key), None | Some(KeyState::Done(_)));
-        if !owner && !nobodys {
+        if (!owner && !nobodys) || claim.get() == Claim::LET_GO {
             return GaveUp::NotMine;
         }
         match keys.insert(key.clone(), KeyState::Abandoned) {
             Some(KeyState::Done(value) | KeyState::Claimed(value)) => {
                 keys.remove(key);
+                claim.set(Claim::TOOK);
                 GaveUp::Completed(value)
             }
-            Some(KeyState::Waiting(waker)) => GaveUp::Marked(Some(waker)),
-            Some(KeyState::Abandoned) | None => GaveUp::Marked(None),
+            Some(KeyState::Waiting(waker)) => {
+                claim.set(Claim::MARKED);
+                GaveUp::Marked(Some(waker))
+            }
+            Some(KeyState::Abandoned) | None => {
+                claim.set(Claim::MARKED);
+                GaveUp::Marked(None)
+            }
         }
     }
 
-    /// The cancel hook of `key` is about to run: `false` if the key completed (its wait takes,
-    /// or took, the value: nothing to cancel); else marks it abandoned, so no wait can take a
-    /// value for it from now on, and the caller cancels. One step under the lock, so a wait
-    /// and the hook never both have the key.
-    ///
-    /// `settled` is the wait's word that it took its value, set under this same lock.
-    pub(crate) fn take_for_cancel(&self, key: &K, settled: &AtomicBool) -> bool {
+    /// The cancel hook of `key` is about to run: says whether there is anything to cancel, and
+    /// whether the key is the hook's; if it is, marks it abandoned, so no wait can take a value
+    /// for it from now on. One step under the lock, so a wait and the hook never both have the
+    /// key, and a hook never takes a key its wait let go of (another wait's by now).
+    pub(crate) fn take_for_cancel(&self, key: &K, claim: &Claim) -> ForCancel {
         let mut keys = self.keys();
-        if settled.load(SeqCst)
-            || matches!(
-                keys.get(key),
-                Some(KeyState::Done(_) | KeyState::Claimed(_))
-            )
-        {
-            return false;
-        }
-        let waiting = keys.insert(key.clone(), KeyState::Abandoned);
+        let mine = match claim.get() {
+            Claim::TOOK => return ForCancel::Nothing,
+            Claim::LET_GO => return ForCancel::Unmarked,
+            Claim::MARKED => return ForCancel::Marked,
+            Claim::WAITING => true,
+            _ => false,
+        };
+        let waiting = match keys.get(key) {
+            // Its wait's value (or, for a wait that never waited, one nobody took: its work
+            // finished).
+            Some(KeyState::Done(_)) => return ForCancel::Nothing,
+            Some(KeyState::Claimed(_)) if mine => return ForCancel::Nothing,
+            // Another wait's.
+            Some(_) if !mine => return ForCancel::Unmarked,
+            _ => keys.insert(key.clone(), KeyState::Abandoned),
+        };
+        claim.set(Claim::MARKED);
         drop(keys);
         if let Some(KeyState::Waiting(waker)) = waiting {
             waker.wake();
         }
-        true
+        ForCancel::Marked
     }
 
     /// The wait pending on `key` gave up without a cancel hook: takes its waker out, and leaves
@@ -121,12 +190,17 @@ impl<K: Eq + Hash + Clone, V> Table<K, V> {
         waker.wake();
     }
 
-    /// The cancel hook of `key` ran (or could not be sent): no late value is expected.
-    pub(crate) fn unmark(&self, key: &K) {
+    /// The cancel hook of `key` ran (or will never run): no late value is expected. Takes the
+    /// abandoned mark away only if it is this hook's wait's, which has then let go of the key.
+    pub(crate) fn unmark(&self, key: &K, claim: &Claim) {
         let mut keys = self.keys();
+        if claim.get() != Claim::MARKED {
+            return;
+        }
         if matches!(keys.get(key), Some(KeyState::Abandoned)) {
             keys.remove(key);
         }
+        claim.set(Claim::LET_GO);
     }
 }
 

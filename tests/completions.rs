@@ -250,3 +250,139 @@ fn a_cancel_hook_lets_go_of_its_key_whatever_its_cancel_panics_with() {
         "the key is free: no `KeyInUse`"
     );
 }
+
+/// Two pumps, A (whose close runs the cancel hooks it holds, one after another) and B, wait on
+/// keys of one table. Found by a hostile probe: a wait on A that the close ended let go of its
+/// key before A's thread came to its hook; a wait on B took the key; the hook then marked the
+/// key abandoned over B's wait, which, polled meanwhile, left its waker nowhere: it heard of
+/// neither its value nor its own pump's close.
+#[test]
+fn a_hook_run_late_by_its_pumps_close_leaves_alone_the_key_its_wait_let_go_of() {
+    use futures_lite::future::{block_on, poll_once};
+    use std::pin::Pin;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+    use std::sync::mpsc;
+    use std::task::{Context, Poll, Wake, Waker};
+    struct Flag(AtomicBool);
+    impl Wake for Flag {
+        fn wake(self: Arc<Self>) {
+            self.0.store(true, SeqCst);
+        }
+    }
+    let gated = |entered: mpsc::Sender<()>, gate: mpsc::Receiver<()>| {
+        move |_: &mut ()| {
+            let _ = entered.send(());
+            let _ = gate.recv_timeout(common::HANG);
+        }
+    };
+    for then in ["complete", "close"] {
+        let table = Completions::<u32, u32>::new();
+        let loop_pump = || {
+            Pump::builder()
+                .build_with_state(|_| Ok(()), |_, _| None)
+                .expect("pump thread starts")
+        };
+        let ((a, a_loop), (b, _b_loop)) = (loop_pump(), loop_pump());
+        // A's close runs the first hook, then the second; each holds A's thread until let go.
+        let ((entered, enter), (release, gate)) = (mpsc::channel(), mpsc::channel());
+        let mut first = a
+            .wait_key(&table, 100)
+            .on_cancel(&a_loop, gated(entered, gate));
+        assert!(block_on(poll_once(&mut first)).is_none(), "pending");
+        let ((entered_second, enter_second), (release_second, gate_second)) =
+            (mpsc::channel(), mpsc::channel());
+        let cancels = Arc::new(AtomicUsize::new(0));
+        let (counted, second_cancel) = (cancels.clone(), gated(entered_second, gate_second));
+        let mut second = a.wait_key(&table, 1).on_cancel(&a_loop, move |state| {
+            counted.fetch_add(1, SeqCst);
+            second_cancel(state);
+        });
+        assert!(block_on(poll_once(&mut second)).is_none(), "pending");
+        a.close();
+        enter
+            .recv_timeout(common::HANG)
+            .expect("A's close runs the first hook");
+        // Ended by the close, its hook taken by the close but not run yet: it lets go of key 1.
+        assert_eq!(block_on(second), Err(Error::Closed));
+        let flag = Arc::new(Flag(AtomicBool::new(false)));
+        let waker = Waker::from(flag.clone());
+        let mut on_b = b.wait_key(&table, 1);
+        let mut poll_b = || Pin::new(&mut on_b).poll(&mut Context::from_waker(&waker));
+        assert!(poll_b().is_pending(), "key 1 is free: B's wait has it");
+        release.send(()).expect("the first hook waits");
+        enter_second
+            .recv_timeout(common::HANG)
+            .expect("then the second hook runs");
+        assert!(poll_b().is_pending(), "polled while the late hook cancels");
+        release_second.send(()).expect("the second hook waits");
+        block_on(a.closed()).expect("closed by close()");
+        assert_eq!(
+            cancels.load(SeqCst),
+            1,
+            "the second wait's cancel ran, once"
+        );
+        flag.0.store(false, SeqCst);
+        let outcome = if then == "complete" {
+            assert_eq!(table.complete(1, 11), None);
+            Ok(11)
+        } else {
+            b.close();
+            Err(Error::Closed)
+        };
+        assert!(flag.0.load(SeqCst), "B's wait is woken (then {then})");
+        assert_eq!(poll_b(), Poll::Ready(outcome), "then {then}");
+        assert_eq!(table.unclaimed(), 0);
+        drop(first);
+    }
+}
+
+/// A wait with a cancel hook that was never polled never had its key: when its pump's close
+/// runs the hook, the cancel runs (the work the wait stood for is dropped) and the key, which
+/// another pump's wait has, is left to that wait (it was marked abandoned, and a value
+/// completed meanwhile dropped).
+#[test]
+fn the_hook_of_a_wait_never_polled_leaves_another_waits_key_alone() {
+    use futures_lite::future::{block_on, poll_once};
+    use std::sync::mpsc;
+    let table = Completions::<u32, u32>::new();
+    let loop_pump = || {
+        Pump::builder()
+            .build_with_state(|_| Ok(()), |_, _| None)
+            .expect("pump thread starts")
+    };
+    let ((a, a_loop), (b, _b_loop)) = (loop_pump(), loop_pump());
+    let mut on_b = b.wait_key(&table, 1).timeout(Duration::from_secs(2));
+    assert!(
+        block_on(poll_once(&mut on_b)).is_none(),
+        "B's wait has key 1"
+    );
+    let (entered, enter) = mpsc::channel();
+    let (release, gate) = mpsc::channel::<()>();
+    let never_polled = a.wait_key(&table, 1).on_cancel(&a_loop, move |_| {
+        let _ = entered.send(());
+        let _ = gate.recv_timeout(common::HANG);
+    });
+    a.close();
+    enter
+        .recv_timeout(common::HANG)
+        .expect("A's close runs the hook: it cancels");
+    assert_eq!(table.complete(1, 11), None, "while the hook runs: B's");
+    release.send(()).expect("the hook waits");
+    block_on(a.closed()).expect("closed by close()");
+    assert_eq!(block_on(on_b), Ok(11));
+    assert_eq!(block_on(never_polled), Err(Error::Closed));
+    assert_eq!(table.unclaimed(), 0);
+}
+
+#[test]
+#[should_panic(expected = "`on_cancel` was given the `LoopHandle` of another pump")]
+fn a_cancel_hook_on_another_pumps_loop_panics() {
+    let table = Completions::<u32, u32>::new();
+    let (_a, a_loop) = Pump::builder()
+        .build_with_state(|_| Ok(()), |_, _| None)
+        .expect("pump thread starts");
+    let (b, _b_loop) = Pump::builder()
+        .build_with_state(|_| Ok(()), |_, _| None)
+        .expect("pump thread starts");
+    drop(b.wait_key(&table, 1).on_cancel(&a_loop, |_| {}));
+}

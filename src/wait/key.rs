@@ -6,12 +6,11 @@ use std::future::Future;
 use std::hash::Hash;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, OnceLock, Weak};
 use std::task::{Context, Poll, Wake, Waker};
 
 use super::{Pending, Timeout, Wait};
-use crate::completions::{GaveUp, KeyState, Table};
+use crate::completions::{Claim, ForCancel, GaveUp, KeyState, Table};
 use crate::core::{CloseHook, Core};
 use crate::loop_handle::{HeldCleanup, Started};
 use crate::{Completions, Error, LoopHandle};
@@ -35,9 +34,10 @@ struct Keyed<K: Eq + Hash + Clone, V> {
     /// [`WaitKey::on_cancel`]: the cleanup held on the loop's thread. Fired when the wait gives
     /// up; dropping it (the wait got its value, or the key was not its) releases it unrun.
     on_cancel: Option<Box<dyn HeldCleanup>>,
-    /// With a cancel hook: set, under the table's lock, when the wait takes its value, so the
-    /// hook run by a close at that moment knows there is nothing to cancel.
-    settled: Option<Arc<AtomicBool>>,
+    /// With a cancel hook: what the wait has to do with its key (set under the table's lock), so
+    /// the hook run by a close at that moment knows whether there is anything to cancel, and
+    /// whether the key is still the wait's.
+    claim: Option<Arc<Claim>>,
     /// What a claim made before the first poll ([`WaitKey::claim`]) ended with.
     claimed: Option<Result<V, Error>>,
     /// Polled once: asked whether it may wait at all (not from inside its pump, say).
@@ -142,8 +142,8 @@ where
                 let (KeyState::Claimed(value) | KeyState::Done(value)) = state.remove() else {
                     unreachable!("matched a value")
                 };
-                if let Some(settled) = &self.settled {
-                    settled.store(true, SeqCst);
+                if let Some(claim) = &self.claim {
+                    claim.took();
                 }
                 drop(keys);
                 self.on_cancel = None;
@@ -179,6 +179,9 @@ where
                     return Poll::Ready(Err(why));
                 }
                 state.insert(KeyState::Waiting(cx.waker().clone()));
+                if let Some(claim) = &self.claim {
+                    claim.waiting();
+                }
                 if new {
                     self.state = State::Waiting {
                         _pending: Pending::count(&self.core),
@@ -202,10 +205,15 @@ impl<K: Eq + Hash + Clone, V> Keyed<K, V> {
         let waiting = matches!(self.state, State::Waiting { .. });
         self.state = State::Done;
         if let Some(mut hook) = self.on_cancel.take() {
-            match self.table.abandon(&self.key, waiting) {
+            let claim = self
+                .claim
+                .as_ref()
+                .expect("a wait with a hook has its claim");
+            match self.table.abandon(&self.key, waiting, claim) {
                 GaveUp::Marked(waker) => {
+                    // Taken by the close already: it runs (or ran) without the key.
                     if !hook.fire() {
-                        self.table.unmark(&self.key);
+                        self.table.unmark(&self.key, claim);
                     }
                     drop(waker);
                 }
@@ -287,7 +295,7 @@ impl<K: Eq + Hash + Clone, V> WaitKey<K, V> {
                 key,
                 state: State::New,
                 on_cancel: None,
-                settled: None,
+                claim: None,
                 claimed: None,
                 polled: false,
                 started: None,
@@ -365,6 +373,15 @@ where
     /// If the pump is closed already, `cancel` is dropped unrun (the work it would undo was
     /// never started: [`LoopHandle::submit`] drops `start` then too).
     ///
+    /// Other pumps may wait on keys of the same table: a hook only ever takes its own wait's
+    /// key, so one that runs at the close after its wait let go of the key (another pump's wait
+    /// may have it by then) still cancels, and leaves the key alone.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `handle` is not the loop of the pump this wait waits on: that loop's close would
+    /// run `cancel` while the wait goes on.
+    ///
     /// # Examples
     ///
     /// ```
@@ -396,21 +413,27 @@ where
         cancel: impl FnOnce(&mut S) + Send + 'static,
     ) -> Self {
         let keyed = self.wait.wait_mut();
+        assert!(
+            handle.pump_id() == keyed.core.id(),
+            "`on_cancel` was given the `LoopHandle` of another pump than the one the wait waits on"
+        );
         let (table, key) = (keyed.table.clone(), keyed.key.clone());
-        let settled = Arc::new(AtomicBool::new(false));
-        keyed.settled = Some(settled.clone());
+        let claim = Arc::new(Claim::default());
+        keyed.claim = Some(claim.clone());
         keyed.on_cancel = handle.hold_cleanup(Box::new(move |state| {
             // Caught, with what the panic carries, so the key is let go of whatever `cancel`
             // (or the waker the mark takes out) does.
             let cancelled = catch_unwind(AssertUnwindSafe(|| match state {
                 // At the close, a key that completed has nothing to cancel: its wait takes the
                 // value.
-                Some(state) if table.take_for_cancel(&key, &settled) => cancel(state),
+                Some(state) if table.take_for_cancel(&key, &claim) != ForCancel::Nothing => {
+                    cancel(state);
+                }
                 _ => {
                     crate::unwind::drop_caught(cancel);
                 }
             }));
-            table.unmark(&key);
+            table.unmark(&key, &claim);
             if let Err(panic) = cancelled {
                 crate::unwind::drop_caught(panic);
             }
