@@ -32,6 +32,8 @@ extern "C" {
     pub fn uv_loop_alive(loop_: *const uv_loop_t) -> c_int;
     pub fn uv_backend_timeout(loop_: *const uv_loop_t) -> c_int;
     pub fn uv_update_time(loop_: *mut uv_loop_t);
+    pub fn uv_now(loop_: *const uv_loop_t) -> u64;
+    pub fn uv_hrtime() -> u64;
     pub fn uv_handle_size(kind: c_int) -> usize;
     pub fn uv_handle_get_data(handle: *const uv_handle_t) -> *mut c_void;
     pub fn uv_handle_set_data(handle: *mut uv_handle_t, data: *mut c_void);

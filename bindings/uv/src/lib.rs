@@ -96,13 +96,21 @@ impl Loop {
     /// Starts a uv timer `delay` from now that completes `done`; its handle is what a cancel
     /// needs.
     fn after(&mut self, done: Completer<Fired>, delay: Duration) -> *mut ffi::uv_handle_t {
-        // Whole milliseconds, rounded up: a timer never fires before its delay.
-        let ms = u64::try_from(delay.as_micros().div_ceil(1000)).unwrap_or(u64::MAX);
-        // libuv counts a timer from its cached clock, which is as old as the last run: after an
-        // idle spell the timer would be due at once.
-        // SAFETY: this thread owns the loop.
-        unsafe { ffi::uv_update_time(self.raw) };
-        let due = Instant::now() + Duration::from_millis(ms);
+        // libuv counts a timer from its cached clock, in whole milliseconds, rounded down: as
+        // old as the last run (after an idle spell the timer would be due at once), and up to a
+        // millisecond behind even when brought up to date. The timeout is counted from that
+        // clock to the first whole millisecond at or past the delay, so the timer never fires
+        // before it.
+        // Read first: the due time it gives is no later than libuv's.
+        let due = Instant::now() + delay;
+        // SAFETY: this thread owns the loop; `uv_hrtime` reads the clock `Instant` and
+        // `uv_update_time` read (CLOCK_MONOTONIC), in nanoseconds.
+        let (loop_ms, now_ns) = unsafe {
+            ffi::uv_update_time(self.raw);
+            (ffi::uv_now(self.raw), ffi::uv_hrtime())
+        };
+        let due_ms = (u128::from(now_ns) + delay.as_nanos()).div_ceil(1_000_000);
+        let ms = u64::try_from(due_ms.saturating_sub(loop_ms.into())).unwrap_or(u64::MAX);
         let data = Box::into_raw(Box::new(self.timers.callback(done, due)));
         // SAFETY: the handle's memory has the size libuv reports for a timer; it is initialised
         // on this loop, carries `data`, and is freed by `closed` once libuv is done with it.
@@ -180,7 +188,8 @@ impl Uv {
     }
 
     /// Starts a uv timer `delay` from now and waits for its callback, giving up after `timeout`
-    /// (the timer is then stopped and closed in libuv).
+    /// (the timer is then stopped and closed in libuv). It never fires before `delay`: libuv
+    /// counts whole milliseconds, so it may fire up to one after.
     pub async fn sleep(&self, delay: Duration, timeout: Duration) -> Result<Fired, Error> {
         let fired = self
             .uv

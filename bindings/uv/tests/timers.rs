@@ -4,7 +4,7 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ffi_pump::Error;
 use ffi_pump_uv::Uv;
@@ -131,5 +131,46 @@ fn a_sleep_after_an_idle_spell_is_not_early() {
             assert!(fired.at >= fired.due, "{delay:?}: before its due time");
             smol::Timer::after(Duration::from_millis(300)).await;
         }
+    });
+}
+
+/// Found by a hostile probe: libuv's clock counts whole milliseconds, rounded down, so a timer
+/// started 0.9 ms into one was due up to 0.9 ms before its delay, and fired then whenever the
+/// loop ran for something else (another timer, a request): 1 030 – 1 734 of these 2 000 sleeps
+/// fired early.
+#[test]
+fn no_sleep_fires_before_its_delay_among_many() {
+    const SLEEPS: u64 = 2_000;
+    let uv = Arc::new(Uv::new().expect("pump thread"));
+    smol::block_on(async {
+        let tasks: Vec<_> = (0..SLEEPS)
+            .map(|i| {
+                let uv = uv.clone();
+                smol::spawn(async move {
+                    // Spread over 20 ms, so requests, and the runs they make, fall anywhere
+                    // within a millisecond of libuv's clock.
+                    let spread = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
+                    smol::Timer::after(Duration::from_micros(spread % 20_000)).await;
+                    let delay = Duration::from_millis(1 + i % 10);
+                    let asked = Instant::now();
+                    let fired = uv.sleep(delay, Duration::from_secs(10)).await;
+                    (delay, asked, fired.expect("fired"))
+                })
+            })
+            .collect();
+        let mut early = Vec::new();
+        for task in tasks {
+            let (delay, asked, fired) = task.await;
+            if fired.at < fired.due || fired.at - asked < delay {
+                early.push((delay, fired.at - asked));
+            }
+        }
+        assert!(
+            early.is_empty(),
+            "{} of {SLEEPS} fired early, e.g. (delay, taken) {:?}",
+            early.len(),
+            &early[..early.len().min(3)]
+        );
+        assert_eq!(uv.pending_timers().await, Ok(0));
     });
 }
