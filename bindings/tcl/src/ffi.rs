@@ -10,6 +10,13 @@ pub struct Tcl_Interp {
     _private: [u8; 0],
 }
 
+/// `Tcl_Time`: Tcl's clock, the wall clock unless `Tcl_SetTimeProc` replaced it.
+#[repr(C)]
+pub struct Tcl_Time {
+    pub sec: std::ffi::c_long,
+    pub usec: std::ffi::c_long,
+}
+
 /// `Tcl_TimerToken`: an opaque pointer.
 pub type Tcl_TimerToken = *mut c_void;
 
@@ -33,6 +40,7 @@ extern "C" {
     ) -> c_int;
     pub fn Tcl_GetStringResult(interp: *mut Tcl_Interp) -> *const c_char;
     pub fn Tcl_DoOneEvent(flags: c_int) -> c_int;
+    pub fn Tcl_GetTime(time: *mut Tcl_Time);
     pub fn Tcl_CreateTimerHandler(
         milliseconds: c_int,
         proc_: Tcl_TimerProc,

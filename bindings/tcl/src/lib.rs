@@ -5,6 +5,8 @@
 //! interpreter is the pump thread's state (`Builder::build_with_state`). `run_once` services
 //! every ready event (`Tcl_DoOneEvent(TCL_DONT_WAIT)` until none is left) and reports when the
 //! next timer made through this binding is due, so the thread sleeps until then — no interval.
+//! Due by Tcl's own clock, the wall clock: set back, Tcl fires its timers that much later, and
+//! the thread wakes for them then.
 //! [`Tcl::sleep`] is one `LoopHandle::request`: it creates a Tcl timer on that thread, whose
 //! callback completes the request; a sleep that gives up deletes its timer there (the request's
 //! cancel). No table or id of the binding's own.
@@ -13,8 +15,10 @@
 
 mod ffi;
 
+use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::ffi::{c_int, c_void, CStr};
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Once};
 use std::time::{Duration, Instant};
@@ -45,12 +49,19 @@ pub struct Counters {
     pub overlaps: AtomicU64,
 }
 
+/// When a timer is due by Tcl's clock (µs since its epoch), and whose it is.
+type Due = (i64, RequestId);
+
 /// The interpreter and the binding's timers, on the pump thread.
 struct Interp {
     raw: *mut ffi::Tcl_Interp,
     schedule: Schedule,
-    /// When each pending timer is due, in order (Tcl does not say when its next one is).
-    due: BTreeSet<(Instant, RequestId)>,
+    /// When each pending timer is due, in order (Tcl does not say when its next one is). By
+    /// Tcl's own clock, the wall clock: if that is set back, Tcl fires its timers that much
+    /// later, and the pump wakes for them then. Left here until the timer fired or was deleted.
+    due: BTreeSet<Due>,
+    /// The timers that fired in this run, told by their callbacks.
+    fired: Rc<RefCell<Vec<Due>>>,
     timers: Timers,
     counters: Arc<Counters>,
     inside: AtomicBool,
@@ -59,19 +70,37 @@ struct Interp {
 /// A timer made for a sleep: what its cancel needs (kept by the pump on this thread).
 struct Timer {
     token: ffi::Tcl_TimerToken,
-    data: *mut Callback,
-    due: (Instant, RequestId),
+    data: *mut TimerData,
+    due: Due,
+}
+
+/// What a timer's callback carries.
+struct TimerData {
+    callback: Callback,
+    due: Due,
+    fired: Rc<RefCell<Vec<Due>>>,
 }
 
 /// # Safety
 ///
-/// Called by Tcl with the `Callback` that `Interp::after` leaked for it, once.
+/// Called by Tcl with the `TimerData` that `Interp::after` leaked for it, once.
 unsafe extern "C" fn fire(client_data: *mut c_void) {
-    // SAFETY: `client_data` is the `Box<Callback>` leaked by `Interp::after`; Tcl calls this
+    // SAFETY: `client_data` is the `Box<TimerData>` leaked by `Interp::after`; Tcl calls this
     // once, and firing answers the sleep, after which its cancel (the only other owner) never
     // runs: it is freed exactly once.
-    let callback = unsafe { Box::from_raw(client_data.cast::<Callback>()) };
-    callback.fire();
+    let data = unsafe { Box::from_raw(client_data.cast::<TimerData>()) };
+    data.fired.borrow_mut().push(data.due);
+    data.callback.fire();
+}
+
+/// Tcl's clock now, in µs since its epoch.
+fn tcl_now() -> i64 {
+    let mut time = ffi::Tcl_Time { sec: 0, usec: 0 };
+    // SAFETY: writes the time into `time`; callable on any thread once Tcl is initialised.
+    unsafe { ffi::Tcl_GetTime(&mut time) };
+    #[allow(clippy::useless_conversion)] // `c_long` is 32 bits on Windows
+    let (sec, usec) = (i64::from(time.sec), i64::from(time.usec));
+    sec * 1_000_000 + usec
 }
 
 impl Interp {
@@ -88,6 +117,7 @@ impl Interp {
             raw,
             schedule,
             due: BTreeSet::new(),
+            fired: Rc::default(),
             timers: Timers::default(),
             counters,
             inside: AtomicBool::new(false),
@@ -101,12 +131,19 @@ impl Interp {
         let ms = c_int::try_from(delay.as_micros().div_ceil(1000)).unwrap_or(c_int::MAX);
         let delay = Duration::from_millis(ms as u64);
         // Read before Tcl reads its own clock: the timer is due no earlier than this.
-        let data = Box::into_raw(Box::new(self.timers.callback(done, Instant::now() + delay)));
+        let callback = self.timers.callback(done, Instant::now() + delay);
+        // Read after, by Tcl's clock: when this passes, Tcl's due time has passed too, so the
+        // run finds it due.
+        let due = (tcl_now() + i64::from(ms) * 1000, id);
+        let fired = self.fired.clone();
+        let data = Box::into_raw(Box::new(TimerData {
+            callback,
+            due,
+            fired,
+        }));
         // SAFETY: `fire` matches `Tcl_TimerProc`; `data` stays valid until `fire` frees it or
         // `cancel` deletes the timer and frees it.
         let token = unsafe { ffi::Tcl_CreateTimerHandler(ms, fire, data.cast()) };
-        // Read after: when this passes, Tcl's due time has passed too, so the run finds it due.
-        let due = (Instant::now() + delay, id);
         self.due.insert(due);
         Timer { token, data, due }
     }
@@ -139,8 +176,6 @@ impl Interp {
 
     /// One run: every event that is ready, then when the next run is due.
     fn run_once(&mut self) -> Option<Instant> {
-        // Every timer due by now fires in this run.
-        let now = Instant::now();
         if self.inside.swap(true, Ordering::SeqCst) {
             self.counters.overlaps.fetch_add(1, Ordering::SeqCst);
         }
@@ -153,13 +188,18 @@ impl Interp {
             }
             self.counters.events.fetch_add(1, Ordering::SeqCst);
         }
-        while self.due.first().is_some_and(|&(at, _)| at <= now) {
-            self.due.pop_first();
+        for fired in self.fired.borrow_mut().drain(..) {
+            self.due.remove(&fired);
         }
         self.inside.store(false, Ordering::SeqCst);
         let (&(next, _), schedule) = (self.due.first()?, self.schedule);
         match schedule {
-            Schedule::Deadlines => Some(next),
+            // A timer Tcl did not find due although its time has come (it came after Tcl
+            // looked) is looked at again a millisecond on.
+            Schedule::Deadlines => match u64::try_from(next - tcl_now()) {
+                Ok(wait) if wait > 0 => Some(Instant::now() + Duration::from_micros(wait)),
+                _ => Some(Instant::now() + Duration::from_millis(1)),
+            },
             Schedule::Every(period) => Some(Instant::now() + period),
         }
     }
