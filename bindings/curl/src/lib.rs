@@ -59,9 +59,10 @@ pub enum GetError {
     Curl(String),
     /// The pump's: timed out, closed.
     Pump(Error),
-    /// The URL names no `http` or `https` scheme: libcurl would also read `file://` and speak
-    /// its other protocols, or guess one for a URL without a scheme.
-    Scheme(String),
+    /// A URL the client does not fetch, handed back: its scheme is not `http` or `https`
+    /// (libcurl would also read `file://`, speak its other protocols, or guess one for a URL
+    /// without a scheme), or it holds a NUL byte.
+    Url(String),
 }
 
 /// Collects a response: its body and header lines.
@@ -294,14 +295,13 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`GetError::Scheme`] unless `url` starts with `http://` or `https://` (in any case); no
-    /// redirect is followed, so the transfer speaks only that.
+    /// [`GetError::Url`] unless `url` starts with `http://` or `https://` (in any case; no
+    /// redirect is followed, so the transfer speaks only that) and holds no NUL byte.
     pub async fn get(&self, url: &str, timeout: Duration) -> Result<Response, GetError> {
         let scheme = url.split_once("://").map(|(scheme, _)| scheme);
-        if !scheme
-            .is_some_and(|s| s.eq_ignore_ascii_case("http") || s.eq_ignore_ascii_case("https"))
-        {
-            return Err(GetError::Scheme(url.to_string()));
+        let http = |s: &str| s.eq_ignore_ascii_case("http") || s.eq_ignore_ascii_case("https");
+        if !scheme.is_some_and(http) || url.contains('\0') {
+            return Err(GetError::Url(url.to_string()));
         }
         let url = url.to_string();
         self.transfers

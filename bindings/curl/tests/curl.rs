@@ -54,7 +54,7 @@ fn every_body_arrives_intact(schedule: Schedule) -> Arc<Client> {
 }
 
 #[test]
-fn only_http_and_https_urls_are_fetched() {
+fn only_http_and_https_urls_without_nul_are_fetched() {
     // A file the client could read if it took a `file://` URL, as libcurl would.
     let path = std::env::temp_dir().join(format!("ffi-pump-curl-scheme-{}", std::process::id()));
     std::fs::write(&path, b"secret").expect("temp file");
@@ -65,9 +65,11 @@ fn only_http_and_https_urls_are_fetched() {
         "ftp://127.0.0.1:1/".to_string(),
         "127.0.0.1:1/".to_string(),
         " http://127.0.0.1:1/".to_string(),
+        // Cut there by libcurl's C string, which said "[75] Unknown error".
+        "http://127.0.0.1:1/\0x".to_string(),
     ] {
         let outcome = smol::block_on(client.get(&url, Duration::from_secs(10)));
-        assert_eq!(outcome, Err(GetError::Scheme(url)));
+        assert_eq!(outcome, Err(GetError::Url(url)));
     }
     let _ = std::fs::remove_file(&path);
     assert_eq!(client.running(), 0);
