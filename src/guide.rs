@@ -13,8 +13,8 @@
 //!    from `run_once` ([`Completions`], [`Pump::wait_key`]), or a request whose [`Completer`]
 //!    the library keeps ([`LoopHandle::request`]); many values: [`LoopHandle::subscribe`].
 //!
-//! Each example below runs as a doctest on the repository's C fixture (`fake-loop`, a handle-based
-//! stand-in for a C library) or on a socket pair.
+//! Each example below runs as a doctest: on the repository's C fixture (`fake-loop`, a
+//! handle-based stand-in for a C library), on a socket pair, or on a stand-in written in Rust.
 //!
 //! # Polled: `run_once` and a status check
 //!

@@ -92,7 +92,8 @@
 //! | a check, [`Strategy::PumpEvaluated`] | the panic resumes in that wait's task | goes on | `strategies.rs :: a_panicking_check_fails_its_own_wait_only` |
 //! | a check, [`Strategy::Broadcast`] | the panic resumes in that wait's task (it ran there) | goes on | `promises.rs :: issue_21_a_panicking_broadcast_check_fails_its_own_wait_only` |
 //! | a [`LoopHandle::call`] closure | the panic resumes in the task awaiting the call | goes on | `loop_handle.rs :: a_panicking_call_fails_only_itself` |
-//! | a [`LoopHandle::post`] closure, [`LoopHandle::submit`]'s `start` | none: caught on the loop's thread | goes on | `loop_handle.rs :: a_panicking_call_fails_only_itself` |
+//! | a [`LoopHandle::post`] closure | none: caught on the loop's thread | goes on | `loop_handle.rs :: a_panicking_call_fails_only_itself` |
+//! | [`LoopHandle::request`]'s or [`LoopHandle::submit`]'s `start` | caught on the loop's thread, resumed in the task awaiting it (a submit's wait gives up as it unwinds, so its `cancel` runs for what `start` began) | goes on | `requests.rs :: a_panic_in_start_reaches_the_awaiting_task_and_the_pump_goes_on`, `a_panic_in_a_submits_start_reaches_the_awaiting_task` |
 //! | [`LoopHandle::submit`]'s `cancel`, [`WaitKey::on_cancel`] | none (the wait had ended); its key is free again | goes on | `promises.rs :: issue_21_a_panicking_cancel_frees_its_key` |
 //! | the factory of a loop on its thread | no pump is made: [`Builder::build_with_state`] returns [`Error::Panicked`] (an `Err` from the factory: [`Error::Factory`]) | never opens | `promises.rs :: issue_21_the_build_ends_with_panicked_when_the_factory_panics`, `binding_api.rs :: a_factory_panic_ends_the_build_with_panicked_within_10_s` |
 //! | `Drop` of the loop's state | none (they ended at the close) | [`Stats::panicked`]; [`Pump::closed`] returns | `promises.rs :: issue_21_a_panicking_drop_of_the_state_is_reported` |

@@ -17,8 +17,10 @@ use crate::{
 ///
 /// The pump calls `run_once` once per round — on its timer, on [`kick`](Pump::kick), or on a
 /// [`turn`](Pump::turn) — never from two threads at once and never from inside itself, and after
-/// each round wakes every wait so it can check its status. Checks run under the same lock as
-/// `run_once`, so they never overlap a run either.
+/// each round wakes the waits it concerns: by default it runs their checks itself and wakes
+/// those whose condition holds ([`Strategy::PumpEvaluated`](crate::Strategy::PumpEvaluated));
+/// with [`Strategy::Broadcast`](crate::Strategy::Broadcast) it wakes every wait to check its
+/// status. Checks run under the same lock as `run_once`, so they never overlap a run either.
 ///
 /// `Pump` is a cheap handle: clone it into every task (it is `Clone + Send + Sync`). When the last
 /// handle is dropped the pump closes, as if [`close`](Pump::close) had been called.

@@ -36,7 +36,8 @@ pub struct Stats {
     /// [`Kicker::kick`](crate::Kicker::kick), and those a [`LoopHandle`](crate::LoopHandle)'s
     /// calls, posts and cancels make to wake the loop's thread.
     pub kicks: u64,
-    /// Whether `run_once` has panicked (the pump is then also closed).
+    /// Whether `run_once` has panicked (the pump is then also closed), or the `Drop` of the
+    /// loop's state or of what `run_once` captured did.
     pub panicked: bool,
     /// Whether the pump is closed.
     pub closed: bool,
