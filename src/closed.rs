@@ -26,6 +26,20 @@ use crate::Error;
 /// # Panics
 ///
 /// Panics if polled again after it completed, like most futures.
+///
+/// # Examples
+///
+/// ```
+/// use ffi_pump::Pump;
+///
+/// # futures_lite::future::block_on(async {
+/// let (pump, _library) = Pump::builder().build_with_state(|_| Ok(()), |_, _| None)?;
+/// pump.close();
+/// pump.closed().await?; // the state is dropped, on its thread
+/// assert!(pump.stats().closed);
+/// # Ok::<(), ffi_pump::Error>(())
+/// # }).unwrap();
+/// ```
 #[must_use = "futures do nothing unless you `.await` or poll them"]
 pub struct Closed {
     id: usize,

@@ -585,6 +585,23 @@ enum CallState<R> {
 /// # Cancel safety
 ///
 /// Dropping it does not take the call back: a call that was sent still runs.
+///
+/// # Examples
+///
+/// ```
+/// use ffi_pump::Pump;
+///
+/// # futures_lite::future::block_on(async {
+/// // The state of a loop on its thread: here a counter standing in for a C handle.
+/// let (_pump, library) = Pump::builder().build_with_state(|_| Ok(0_u32), |_, _| None)?;
+/// let call = library.call(|count| {
+///     *count += 1;
+///     *count
+/// });
+/// assert_eq!(call.await?, 1);
+/// # Ok::<(), ffi_pump::Error>(())
+/// # }).unwrap();
+/// ```
 #[must_use = "futures do nothing unless you `.await` or poll them"]
 pub struct Call<R> {
     core: Arc<Core>,

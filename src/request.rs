@@ -16,6 +16,36 @@ use crate::{Completions, Error, WaitKey};
 /// Names one request ([`LoopHandle::request`](crate::LoopHandle::request)) among those of its
 /// loop: the same id is in its [`Completer`] and is handed to its cancel, so a binding can file
 /// the C object it made under it. Allocated by the pump, unique per loop.
+///
+/// # Examples
+///
+/// ```
+/// use ffi_pump::{Completer, Pump, RequestId};
+/// use std::collections::HashMap;
+///
+/// # futures_lite::future::block_on(async {
+/// // Stand-in for a thread-affine C library: it finishes what was started at its next run.
+/// let (_pump, library) = Pump::builder().build_with_state(
+///     |_| Ok(HashMap::<RequestId, Completer<&str>>::new()),
+///     |started, _| {
+///         for (_, done) in started.drain() {
+///             done.complete("finished");
+///         }
+///         None
+///     },
+/// )?;
+/// let request = library.request(
+///     |started, done| {
+///         let id = done.id(); // the C object is filed under it
+///         started.insert(id, done);
+///         id
+///     },
+///     |started, id: RequestId| drop(started.remove(&id)), // gave up: ffi::cancel(…)
+/// );
+/// assert_eq!(request.await?, "finished");
+/// # Ok::<(), ffi_pump::Error>(())
+/// # }).unwrap();
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RequestId(pub(crate) u64);
 
@@ -61,6 +91,23 @@ pub(crate) enum Answer<V> {
 /// Dropped without completing, it ends the request with [`Error::Unanswered`] (or with the
 /// pump's close reason, if the pump closed): nobody waits for ever on a C object the binding
 /// forgot.
+///
+/// # Examples
+///
+/// ```
+/// use ffi_pump::{Error, Pump};
+///
+/// # futures_lite::future::block_on(async {
+/// let (_pump, library) = Pump::builder().build_with_state(|_| Ok(()), |_, _| None)?;
+/// // Completed at once here; a binding keeps it with the C object until the library reports.
+/// let answered = library.request(|_, done| done.complete(7_u8), |_, ()| {});
+/// assert_eq!(answered.await, Ok(7));
+/// // Dropped without completing: the request is not left waiting for ever.
+/// let forgotten = library.request(|_, done: ffi_pump::Completer<u8>| drop(done), |_, ()| {});
+/// assert_eq!(forgotten.await, Err(Error::Unanswered));
+/// # Ok::<(), ffi_pump::Error>(())
+/// # }).unwrap();
+/// ```
 #[must_use = "a request ends with Error::Unanswered if its completer is dropped unused"]
 pub struct Completer<V> {
     table: Completions<(), Answer<V>>,
@@ -182,6 +229,31 @@ impl<V> fmt::Debug for Completer<V> {
 ///
 /// Dropping it gives the request up: its cancel runs on the loop's thread (if its start ran and
 /// it had not completed), as for [`WaitKey::on_cancel`].
+///
+/// # Examples
+///
+/// ```
+/// use ffi_pump::{Completer, Error, Pump, RequestId};
+/// use std::collections::HashMap;
+/// use std::time::Duration;
+///
+/// # futures_lite::future::block_on(async {
+/// // Stand-in for a thread-affine C library that never finishes what it starts.
+/// let (_pump, library) = Pump::builder()
+///     .build_with_state(|_| Ok(HashMap::<RequestId, Completer<()>>::new()), |_, _| None)?;
+/// let request = library.request(
+///     |started, done| {
+///         let id = done.id();
+///         started.insert(id, done);
+///         id
+///     },
+///     |started, id| drop(started.remove(&id)), // ffi::cancel(…), on the loop's thread
+/// );
+/// assert_eq!(request.timeout(Duration::from_millis(20)).await, Err(Error::TimedOut));
+/// assert!(library.call(|started| started.is_empty()).await?, "cancelled");
+/// # Ok::<(), ffi_pump::Error>(())
+/// # }).unwrap();
+/// ```
 #[must_use = "futures do nothing unless you `.await` or poll them"]
 pub struct Request<V> {
     wait: WaitKey<(), Answer<V>>,

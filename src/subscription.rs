@@ -80,6 +80,28 @@ impl<V: Send> CloseHook for Channel<V> {
 /// emits values to it, on the loop's thread, typically from `run_once`.
 ///
 /// Dropping it ends the subscription: the stream yields what it holds, then ends.
+///
+/// # Examples
+///
+/// ```
+/// use ffi_pump::{Emitter, Pump};
+/// use futures_lite::StreamExt;
+///
+/// # futures_lite::future::block_on(async {
+/// // Stand-in for a library that keeps its subscribers and emits to them at each run.
+/// let (pump, library) = Pump::builder().build_with_state(
+///     |_| Ok(Vec::<Emitter<u32>>::new()),
+///     |subscribers, _| {
+///         subscribers.retain(|emitter| emitter.emit(42).is_ok()); // gone ones are dropped
+///         None
+///     },
+/// )?;
+/// let mut values = library.subscribe(8, |subscribers, emitter| subscribers.push(emitter), |_, _| {});
+/// pump.turn().await?;
+/// assert_eq!(values.next().await, Some(Ok(42)));
+/// # Ok::<(), ffi_pump::Error>(())
+/// # }).unwrap();
+/// ```
 pub struct Emitter<V> {
     channel: Arc<Channel<V>>,
     id: RequestId,
