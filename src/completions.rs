@@ -79,6 +79,12 @@ impl Claim {
     pub(crate) fn took(&self) {
         self.set(Claim::TOOK);
     }
+
+    /// Whether the wait's hook has the key, or had it and let it go: a close ran (or runs) the
+    /// hook of the wait while it was pending. Asked under the table's lock.
+    pub(crate) fn hook_took_it(&self) -> bool {
+        matches!(self.get(), Claim::MARKED | Claim::LET_GO)
+    }
 }
 
 /// What a cancel hook found as it was about to run ([`Table::take_for_cancel`]).
@@ -107,12 +113,12 @@ impl<K, V> Table<K, V> {
 impl<K: Eq + Hash + Clone, V> Table<K, V> {
     /// The wait on `key` gave up with a cancel hook. `owner`: the wait was pending on the key,
     /// which is then its own; a wait that never got that far gives up only a key that is
-    /// nobody's, and one whose hook ran already (at its pump's close) nothing. What it finds is
+    /// nobody's, and one whose hook a close ran (or runs) nothing: the hook lets the key go. What it finds is
     /// handed out, to be dropped by the caller outside the lock.
     pub(crate) fn abandon(&self, key: &K, owner: bool, claim: &Claim) -> GaveUp<V> {
         let mut keys = self.keys();
         let nobodys = matches!(keys.get(key), None | Some(KeyState::Done(_)));
-        if (!owner && !nobodys) || claim.get() == Claim::LET_GO {
+        if (!owner && !nobodys) || claim.hook_took_it() {
             return GaveUp::NotMine;
         }
         match keys.insert(key.clone(), KeyState::Abandoned) {

@@ -367,13 +367,13 @@ impl<S> Drop for Held<S> {
 }
 
 impl<S: 'static> LoopHandle<S> {
-    /// Holds `cleanup` for a wait that may give up ([`WaitKey::on_cancel`]); `None` if the
-    /// pump is closed (the cleanup is dropped unrun: nothing was started for it to undo).
     /// The id of the pump whose loop this is.
     pub(crate) fn pump_id(&self) -> usize {
         self.core.id()
     }
 
+    /// Holds `cleanup` for a wait that may give up ([`WaitKey::on_cancel`]); `None` if the
+    /// pump is closed (the cleanup is dropped unrun: nothing was started for it to undo).
     pub(crate) fn hold_cleanup(&self, cleanup: Cleanup<S>) -> Option<Box<dyn HeldCleanup>> {
         if self.core.is_closed() {
             crate::unwind::drop_caught(cleanup);

@@ -386,3 +386,76 @@ fn a_cancel_hook_on_another_pumps_loop_panics() {
         .expect("pump thread starts");
     drop(b.wait_key(&table, 1).on_cancel(&a_loop, |_| {}));
 }
+
+/// Found in review: a wait whose cancel hook its pump's close ran (the cancel undid its work)
+/// took a value completed for its key afterwards — another pump's wait's, or one nobody waited
+/// for — instead of ending with the close.
+#[test]
+fn a_wait_whose_hook_the_close_ran_takes_no_value_after() {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    use std::task::{Context, Poll, Waker};
+    fn poll<F: Future + Unpin>(future: &mut F) -> Poll<F::Output> {
+        std::pin::Pin::new(future).poll(&mut Context::from_waker(Waker::noop()))
+    }
+    for another_waits in [true, false] {
+        let table = Completions::<u32, u32>::new();
+        let loop_pump = || {
+            Pump::builder()
+                .build_with_state(|_| Ok(()), |_, _| None)
+                .expect("pump thread starts")
+        };
+        let ((a, a_loop), (b, _b_loop)) = (loop_pump(), loop_pump());
+        let cancels = Arc::new(AtomicUsize::new(0));
+        let counted = cancels.clone();
+        let mut on_a = a.wait_key(&table, 1).on_cancel(&a_loop, move |_| {
+            counted.fetch_add(1, SeqCst);
+        });
+        assert!(poll(&mut on_a).is_pending());
+        a.close();
+        futures_lite::future::block_on(a.closed()).expect("closed by close()");
+        assert_eq!(cancels.load(SeqCst), 1, "A's close ran the hook");
+        let mut on_b = b.wait_key(&table, 1);
+        if another_waits {
+            assert!(
+                poll(&mut on_b).is_pending(),
+                "key 1 is free: B's wait has it"
+            );
+        }
+        assert_eq!(table.complete(1, 11), None);
+        assert_eq!(poll(&mut on_a), Poll::Ready(Err(Error::Closed)));
+        assert_eq!(
+            poll(&mut on_b),
+            Poll::Ready(Ok(11)),
+            "B's wait, or the next"
+        );
+        assert_eq!(cancels.load(SeqCst), 1);
+    }
+}
+
+/// Found in review: a hook given to a wait that was polled already knew nothing of its key, so
+/// the close ran the cancel of a wait that then took its value.
+#[test]
+fn a_hook_given_after_the_first_poll_cancels_nothing_that_completed() {
+    use futures_lite::future::{block_on, poll_once};
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    let table = Completions::<u32, u32>::new();
+    let (pump, library) = Pump::builder()
+        .build_with_state(|_| Ok(()), |_, _| None)
+        .expect("pump thread starts");
+    let mut wait = pump.wait_key(&table, 1);
+    assert!(block_on(poll_once(&mut wait)).is_none(), "pending");
+    let cancels = Arc::new(AtomicUsize::new(0));
+    let counted = cancels.clone();
+    let wait = wait.on_cancel(&library, move |_| {
+        counted.fetch_add(1, SeqCst);
+    });
+    assert_eq!(table.complete(1, 5), None);
+    pump.close();
+    block_on(pump.closed()).expect("closed by close()");
+    assert_eq!(block_on(wait), Ok(5));
+    assert_eq!(
+        cancels.load(SeqCst),
+        0,
+        "its work finished: nothing to cancel"
+    );
+}

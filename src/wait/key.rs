@@ -133,6 +133,17 @@ where
             self.hear_close();
         }
         let mut keys = self.table.keys();
+        // Its pump's close ran its cancel hook: the key is not the wait's any more, nor any
+        // value completed for it since.
+        if self
+            .claim
+            .as_ref()
+            .is_some_and(|claim| claim.hook_took_it())
+        {
+            drop(keys);
+            crate::unwind::drop_caught(self.leave());
+            return Poll::Ready(Err(self.core.status().err().unwrap_or(Error::Closed)));
+        }
         match keys.entry(self.key.clone()) {
             // Its own value, or (for a new wait) one completed before anybody waited.
             Entry::Occupied(state)
@@ -368,7 +379,9 @@ where
     /// further, like one in [`LoopHandle::post`]: the key is free again either way.
     ///
     /// Not run when the wait gets its value, nor when it fails with [`Error::KeyInUse`] (the key
-    /// is another wait's). Until the hook has run, a new wait on the key gets `KeyInUse`.
+    /// is another wait's). Until the hook has run, a new wait on the key gets `KeyInUse` — but
+    /// for a hook that the pump's close holds: a wait that ends with the close lets go of its key
+    /// at once, and its hook, run by the close, leaves the key alone.
     ///
     /// If the pump is closed already, `cancel` is dropped unrun (the work it would undo was
     /// never started: [`LoopHandle::submit`] drops `start` then too).
@@ -419,6 +432,10 @@ where
         );
         let (table, key) = (keyed.table.clone(), keyed.key.clone());
         let claim = Arc::new(Claim::default());
+        // Polled already: it is pending on the key (its hook comes late, but takes its key).
+        if matches!(keyed.state, State::Waiting { .. }) {
+            claim.waiting();
+        }
         keyed.claim = Some(claim.clone());
         keyed.on_cancel = handle.hold_cleanup(Box::new(move |state| {
             // Caught, with what the panic carries, so the key is let go of whatever `cancel`

@@ -16,7 +16,7 @@
 mod ffi;
 
 use std::cell::RefCell;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::ffi::{c_int, c_void, CStr};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -60,8 +60,10 @@ struct Interp {
     /// Tcl's own clock, the wall clock: if that is set back, Tcl fires its timers that much
     /// later, and the pump wakes for them then. Left here until the timer fired or was deleted.
     due: BTreeSet<Due>,
+    /// When each pending timer is due, by its sleep.
+    due_of: HashMap<RequestId, i64>,
     /// The timers that fired in this run, told by their callbacks.
-    fired: Rc<RefCell<Vec<Due>>>,
+    fired: Rc<RefCell<Vec<RequestId>>>,
     timers: Timers,
     counters: Arc<Counters>,
     inside: AtomicBool,
@@ -77,8 +79,8 @@ struct Timer {
 /// What a timer's callback carries.
 struct TimerData {
     callback: Callback,
-    due: Due,
-    fired: Rc<RefCell<Vec<Due>>>,
+    id: RequestId,
+    fired: Rc<RefCell<Vec<RequestId>>>,
 }
 
 /// # Safety
@@ -89,7 +91,7 @@ unsafe extern "C" fn fire(client_data: *mut c_void) {
     // once, and firing answers the sleep, after which its cancel (the only other owner) never
     // runs: it is freed exactly once.
     let data = unsafe { Box::from_raw(client_data.cast::<TimerData>()) };
-    data.fired.borrow_mut().push(data.due);
+    data.fired.borrow_mut().push(data.id);
     data.callback.fire();
 }
 
@@ -117,6 +119,7 @@ impl Interp {
             raw,
             schedule,
             due: BTreeSet::new(),
+            due_of: HashMap::new(),
             fired: Rc::default(),
             timers: Timers::default(),
             counters,
@@ -132,19 +135,20 @@ impl Interp {
         let delay = Duration::from_millis(ms as u64);
         // Read before Tcl reads its own clock: the timer is due no earlier than this.
         let callback = self.timers.callback(done, Instant::now() + delay);
-        // Read after, by Tcl's clock: when this passes, Tcl's due time has passed too, so the
-        // run finds it due.
-        let due = (tcl_now() + i64::from(ms) * 1000, id);
         let fired = self.fired.clone();
         let data = Box::into_raw(Box::new(TimerData {
             callback,
-            due,
+            id,
             fired,
         }));
         // SAFETY: `fire` matches `Tcl_TimerProc`; `data` stays valid until `fire` frees it or
         // `cancel` deletes the timer and frees it.
         let token = unsafe { ffi::Tcl_CreateTimerHandler(ms, fire, data.cast()) };
+        // Read after, by Tcl's clock: when this passes, Tcl's due time has passed too, so the
+        // run finds it due.
+        let due = (tcl_now() + i64::from(ms) * 1000, id);
         self.due.insert(due);
+        self.due_of.insert(id, due.0);
         Timer { token, data, due }
     }
 
@@ -158,6 +162,7 @@ impl Interp {
             drop(Box::from_raw(timer.data));
         }
         self.due.remove(&timer.due);
+        self.due_of.remove(&timer.due.1);
     }
 
     fn eval(&mut self, script: &str) -> Result<String, String> {
@@ -188,8 +193,10 @@ impl Interp {
             }
             self.counters.events.fetch_add(1, Ordering::SeqCst);
         }
-        for fired in self.fired.borrow_mut().drain(..) {
-            self.due.remove(&fired);
+        for id in self.fired.borrow_mut().drain(..) {
+            if let Some(at) = self.due_of.remove(&id) {
+                self.due.remove(&(at, id));
+            }
         }
         self.inside.store(false, Ordering::SeqCst);
         let (&(next, _), schedule) = (self.due.first()?, self.schedule);

@@ -101,8 +101,9 @@ impl Loop {
         // millisecond behind even when brought up to date. The timeout is counted from that
         // clock to the first whole millisecond at or past the delay, so the timer never fires
         // before it.
-        // Read first: the due time it gives is no later than libuv's.
-        let due = Instant::now() + delay;
+        // Read first: the due time it gives is no later than libuv's (as far as an `Instant`
+        // goes: past that, libuv's timeout saturates too).
+        let due = Instant::now() + delay.min(Duration::from_millis(u64::MAX));
         // SAFETY: this thread owns the loop; `uv_hrtime` reads the clock `Instant` and
         // `uv_update_time` read (CLOCK_MONOTONIC), in nanoseconds.
         let (loop_ms, now_ns) = unsafe {

@@ -174,3 +174,13 @@ fn no_sleep_fires_before_its_delay_among_many() {
         assert_eq!(uv.pending_timers().await, Ok(0));
     });
 }
+
+/// Found in review: a sleep of `Duration::MAX` panicked in its start ("overflow when adding
+/// duration to instant"), which the caller got back as a panic.
+#[test]
+fn a_sleep_of_duration_max_times_out() {
+    let uv = Uv::new().expect("pump thread");
+    let slept = smol::block_on(uv.sleep(Duration::MAX, Duration::from_secs(1)));
+    assert_eq!(slept.map(|_| ()), Err(Error::TimedOut));
+    assert_eq!(smol::block_on(uv.pending_timers()), Ok(0));
+}
