@@ -24,6 +24,14 @@ fn reporting_pump(rt: common::Rt, fx: &Arc<FakeLoop>, table: &Completions<u32, u
     })
 }
 
+/// A pump whose loop, on its own thread, has no state and nothing to run: its close runs the
+/// cancel hooks it holds.
+fn loop_pump() -> (Pump, ffi_pump::LoopHandle<()>) {
+    Pump::builder()
+        .build_with_state(|_| Ok(()), |_, _| None)
+        .expect("pump thread starts")
+}
+
 on_every_backend! {
     fn keyed_waits_get_their_own_values(rt: Rt) {
         const WAITERS: u32 = 5_000;
@@ -277,11 +285,6 @@ fn a_hook_run_late_by_its_pumps_close_leaves_alone_the_key_its_wait_let_go_of() 
     };
     for then in ["complete", "close"] {
         let table = Completions::<u32, u32>::new();
-        let loop_pump = || {
-            Pump::builder()
-                .build_with_state(|_| Ok(()), |_, _| None)
-                .expect("pump thread starts")
-        };
         let ((a, a_loop), (b, _b_loop)) = (loop_pump(), loop_pump());
         // A's close runs the first hook, then the second; each holds A's thread until let go.
         let ((entered, enter), (release, gate)) = (mpsc::channel(), mpsc::channel());
@@ -345,11 +348,6 @@ fn the_hook_of_a_wait_never_polled_leaves_another_waits_key_alone() {
     use futures_lite::future::{block_on, poll_once};
     use std::sync::mpsc;
     let table = Completions::<u32, u32>::new();
-    let loop_pump = || {
-        Pump::builder()
-            .build_with_state(|_| Ok(()), |_, _| None)
-            .expect("pump thread starts")
-    };
     let ((a, a_loop), (b, _b_loop)) = (loop_pump(), loop_pump());
     let mut on_b = b.wait_key(&table, 1).timeout(Duration::from_secs(2));
     assert!(
@@ -399,11 +397,6 @@ fn a_wait_whose_hook_the_close_ran_takes_no_value_after() {
     }
     for another_waits in [true, false] {
         let table = Completions::<u32, u32>::new();
-        let loop_pump = || {
-            Pump::builder()
-                .build_with_state(|_| Ok(()), |_, _| None)
-                .expect("pump thread starts")
-        };
         let ((a, a_loop), (b, _b_loop)) = (loop_pump(), loop_pump());
         let cancels = Arc::new(AtomicUsize::new(0));
         let counted = cancels.clone();
