@@ -123,10 +123,18 @@ impl<S> Calls<S> {
     }
 
     /// Runs every queued call and cleanup, in order, on the loop's thread, none of their panics
-    /// going further.
-    pub(crate) fn run_all(&self, state: &mut S) {
-        let jobs = std::mem::take(&mut lock(&self.queue).jobs);
-        for job in jobs {
+    /// going further — until the pump is `closed`: what is left then (a job before closed it,
+    /// or another thread did) goes back to the queue for [`close`](Calls::close), which drops
+    /// the calls unrun and runs the cleanups.
+    pub(crate) fn run_all(&self, state: &mut S, closed: impl Fn() -> bool) {
+        let mut jobs = std::mem::take(&mut lock(&self.queue).jobs).into_iter();
+        while let Some(job) = jobs.next() {
+            if closed() {
+                let mut queue = lock(&self.queue);
+                let newer = std::mem::take(&mut queue.jobs);
+                queue.jobs = std::iter::once(job).chain(jobs).chain(newer).collect();
+                return;
+            }
             // A job catches its closure's panic, but not one in dropping what it leaves behind
             // (a call's value nobody waits for): caught here, so the rest of the batch runs.
             let _ = catch_unwind(AssertUnwindSafe(|| match job {

@@ -125,8 +125,9 @@ impl<V> Emitter<V> {
     /// Hands `value` back if the subscription holds its capacity's worth of values not yet
     /// taken (the library decides: drop it, keep it and try again at its next run, or stop
     /// reading from C for a while), or if the subscription takes no more values: it was dropped
-    /// (its stop is then on its way to the loop's thread), or it ended with the pump's close
-    /// reason (see [`is_open`](Emitter::is_open)).
+    /// (its stop is then on its way to the loop's thread, and runs even if the library drops
+    /// this emitter first), or its pump closed (the stream ends with the close reason, after the
+    /// values emitted before; see [`is_open`](Emitter::is_open)).
     ///
     /// # Examples
     ///
@@ -154,7 +155,9 @@ impl<V> Emitter<V> {
     pub fn emit(&self, value: V) -> Result<(), V> {
         let capacity = self.channel.capacity;
         self.channel.change(|state| {
-            if state.subscriber_gone || state.values.len() >= capacity {
+            // Looked at under the channel's lock, as the stream looks at the values it holds
+            // once it saw the close: a value taken here is yielded before the close reason.
+            if state.subscriber_gone || state.values.len() >= capacity || !self.pump_open() {
                 return (Err(value), false);
             }
             state.values.push_back(value);
@@ -162,10 +165,15 @@ impl<V> Emitter<V> {
         })
     }
 
-    /// Whether the subscription still takes values: it was not dropped, and did not end (with
-    /// the pump's close reason, or after the emitter was dropped).
+    /// Whether the subscription still takes values: it was not dropped, did not end, and its
+    /// pump has not closed (an emitter the library keeps off the loop's thread outlives it).
     pub fn is_open(&self) -> bool {
-        !lock(&self.channel.state).subscriber_gone
+        !lock(&self.channel.state).subscriber_gone && self.pump_open()
+    }
+
+    /// Whether the pump has not closed: once it has, the stream ends with its reason.
+    fn pump_open(&self) -> bool {
+        self.core.upgrade().is_some_and(|core| !core.is_closed())
     }
 }
 
@@ -173,9 +181,10 @@ impl<V> Drop for Emitter<V> {
     fn drop(&mut self) {
         // Dropped by the library while the pump works: a clean end. Dropped with the state as
         // the pump closes: the stream ends with the close reason instead.
-        let by_the_library = self.core.upgrade().is_some_and(|core| !core.is_closed());
+        let by_the_library = self.pump_open();
         self.channel.change(|state| {
-            state.emitter_gone |= by_the_library;
+            // Dropped after the stream was: the stream's stop is on its way, and still to run.
+            state.emitter_gone |= by_the_library && !state.subscriber_gone;
             ((), true)
         });
     }

@@ -377,3 +377,52 @@ fn a_kicker_in_the_state_kicks_and_never_keeps_the_pump_alive() {
         assert!(!kicker.kick(), "a closed pump hears no kick");
     });
 }
+
+/// Found by a hostile probe: a post that closes the pump let the call queued behind it run with
+/// the state and answer `Ok`, and `run_once` ran once more after `close()` returned; the docs
+/// say the queued calls are dropped unrun, their callers told `Closed`, and the loop is not
+/// called again.
+#[test]
+fn nothing_runs_after_a_post_closed_the_pump() {
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::mpsc;
+    let runs_after = Arc::new(AtomicUsize::new(0));
+    let closed = Arc::new(AtomicBool::new(false));
+    let (counted, seen) = (runs_after.clone(), closed.clone());
+    let (pump, library) = Pump::builder()
+        .build_with_state(
+            |_| Ok(()),
+            move |_, _| {
+                if seen.load(Ordering::SeqCst) {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                }
+                None
+            },
+        )
+        .expect("pump thread starts");
+    let (entered, enter) = mpsc::channel();
+    let (release, gate) = mpsc::channel::<()>();
+    library
+        .post(move |_| {
+            let _ = entered.send(());
+            let _ = gate.recv();
+        })
+        .expect("open");
+    enter
+        .recv()
+        .expect("the loop's thread is in the first post");
+    let (closer, flag) = (pump.clone(), closed.clone());
+    library
+        .post(move |_| {
+            assert!(closer.close());
+            flag.store(true, Ordering::SeqCst);
+        })
+        .expect("open");
+    let behind = library.call(|_| "ran after the close");
+    release.send(()).expect("the first post waits");
+    futures_lite::future::block_on(async {
+        assert_eq!(behind.await, Err(Error::Closed));
+        pump.closed().await.expect("closed by close()");
+    });
+    assert_eq!(runs_after.load(Ordering::SeqCst), 0, "runs after close()");
+}

@@ -292,3 +292,82 @@ fn what_the_library_did_before_a_close_comes_before_its_reason() {
         assert_eq!(out_of_order, 0, "{before:?}: {expected:?} expected");
     }
 }
+
+/// Found by a hostile probe: a stream dropped while `run_once` ran, whose library then found the
+/// emitter refused and not open and dropped it (as `Emitter::emit`'s example does), never had
+/// its stop run — the emitter's drop counted as the library ending the subscription, which
+/// cancelled the stop already on its way. A library whose stop unsubscribes in C leaked that.
+#[test]
+fn a_stream_dropped_while_the_library_runs_is_stopped_once() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+    use std::sync::{mpsc, Arc, Mutex};
+    let stops = Arc::new(AtomicUsize::new(0));
+    let (entered, enter) = mpsc::channel::<()>();
+    let (release, gate) = mpsc::channel::<()>();
+    let gate = Mutex::new(gate);
+    let hold = Arc::new(AtomicBool::new(false));
+    let held = hold.clone();
+    let (pump, library) = Pump::builder()
+        .build_with_state(
+            |_| Ok(Vec::<Emitter<u32>>::new()),
+            move |subscribers, _| {
+                if held.swap(false, SeqCst) {
+                    let _ = entered.send(()); // in C, say
+                    let _ = gate.lock().expect("one run at a time").recv();
+                }
+                subscribers.retain(|emitter| emitter.emit(1).is_ok() || emitter.is_open());
+                None
+            },
+        )
+        .expect("pump thread starts");
+    let counted = stops.clone();
+    futures_lite::future::block_on(within("the stream is stopped", async {
+        let mut stream = library.subscribe(
+            8,
+            |subscribers, emitter| subscribers.push(emitter),
+            move |_, _| {
+                counted.fetch_add(1, SeqCst);
+            },
+        );
+        assert_eq!(stream.next().await, Some(Ok(1)));
+        hold.store(true, SeqCst);
+        pump.kick();
+        enter.recv().expect("the run is under way");
+        drop(stream);
+        release.send(()).expect("the run waits");
+        pump.turn().await.expect("open");
+        pump.close();
+        pump.closed().await.expect("closed by close()");
+    }));
+    assert_eq!(stops.load(SeqCst), 1);
+}
+
+/// Found by a hostile probe: an emitter the library kept off its state (for a C thread, say)
+/// still said it was open after the pump closed, and took a value, which the stream then
+/// yielded as if it came before the close.
+#[test]
+fn an_emitter_takes_no_value_once_its_pump_closed() {
+    let (pump, library) = Pump::builder()
+        .build_with_state(|_| Ok(Vec::<Emitter<u32>>::new()), |_, _| None)
+        .expect("pump thread starts");
+    futures_lite::future::block_on(within("the stream ends", async {
+        let mut stream = library.subscribe(
+            8,
+            |subscribers, emitter| subscribers.push(emitter),
+            |_, _| {},
+        );
+        let emitter = library
+            .call(|subscribers| subscribers.pop().expect("subscribed"))
+            .await
+            .expect("open");
+        assert!(emitter.is_open());
+        assert_eq!(emitter.emit(4), Ok(()));
+        pump.close();
+        pump.closed().await.expect("closed by close()");
+        assert!(!emitter.is_open());
+        assert_eq!(emitter.emit(5), Err(5), "after the close");
+        assert_eq!(stream.next().await, Some(Ok(4)), "emitted before the close");
+        assert_eq!(stream.next().await, Some(Err(Error::Closed)));
+        assert_eq!(stream.next().await, None);
+    }));
+}

@@ -94,7 +94,11 @@ where
             let mut last_deadline = None;
             let mut spare = Vec::new();
             let mut run = |cause| {
-                calls.run_all(state);
+                calls.run_all(state, || core.is_closed());
+                // Closed by a call or a post (or meanwhile): the loop is not run again.
+                if core.is_closed() {
+                    return Next::Idle;
+                }
                 let deadline_passed = last_deadline.is_some_and(|at| at <= Instant::now());
                 let mut context = Run::new(cause, deadline_passed);
                 context.set = set.as_ref();
