@@ -197,9 +197,10 @@ impl Builder {
     /// some other way there, call [`Pump::kick`] from wherever it does (a callback, a thread
     /// waiting on its handle), or let `run_once` report its next deadline.
     ///
-    /// If waiting for readiness fails, or the library closes its descriptor (noticed where
-    /// `/proc/self/fd` exists, at the next readiness), the pump stops: every wait ends with
-    /// [`Error::Trigger`] instead of the pump spinning on a duplicate left readable forever.
+    /// If waiting for readiness fails, or the library closes its descriptor (noticed at the next
+    /// readiness, also when a new file took its number: an eventfd made again, whose inode every
+    /// eventfd shares, is told apart by the kernel on Linux), the pump stops: every wait ends
+    /// with [`Error::Trigger`] instead of the pump spinning on a duplicate left readable forever.
     ///
     /// # Latency
     ///

@@ -187,6 +187,33 @@ mod readiness {
         assert!(runs < 50, "the pump spun on the closed descriptor: {runs} runs");
     }
 
+    // Found by a hostile probe: the library signalled its eventfd, then closed it and made a
+    // new one under the same number (as a library that starts again would). Every eventfd
+    // shares one inode, so the look-up by device and inode took the new one for the old, and
+    // the pump ran 200 000 times a second on its duplicate of the old one, left readable.
+    fn an_eventfd_replaced_under_its_number_stops_the_pump_with_an_error(rt: Rt) {
+        use rustix::event::{eventfd, EventfdFlags};
+        let flags = EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK;
+        let mut library = eventfd(0, flags).expect("eventfd");
+        let runs = Arc::new(AtomicU64::new(0));
+        let counter = runs.clone();
+        let outcome = rt.block_on(async {
+            let builder = Pump::builder().interval(Duration::MAX).run_on_readable(&library);
+            let pump = rt.pump_with(builder, move || {
+                counter.fetch_add(1, Ordering::SeqCst);
+            });
+            pump.turn().await.expect("open");
+            rustix::io::write(&library, &1_u64.to_ne_bytes()).expect("signalled");
+            // Closed unread, and its number taken by a new eventfd, in one step.
+            let replacement = eventfd(0, flags).expect("eventfd");
+            rustix::io::dup2(&replacement, &mut library).expect("dup2");
+            pump.wait_until(|| false).timeout(common::HANG).await
+        });
+        assert!(matches!(outcome, Err(Error::Trigger(_))), "got {outcome:?}");
+        let runs = runs.load(Ordering::SeqCst);
+        assert!(runs < 50, "the pump spun on the replaced descriptor: {runs} runs");
+    }
+
     fn readiness_turns_the_pump_long_before_its_timer(rt: Rt) {
         const IDS: u32 = 200;
         let fx = Arc::new(FakeLoop::new(IDS));

@@ -5,10 +5,11 @@
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
-use std::os::unix::fs::MetadataExt;
-use std::path::Path;
 use std::sync::Arc;
 
+use super::file_id::FileId;
+use super::kernel::Instance;
+use super::ready::Interest;
 use crate::reactor::Async;
 
 use crate::Error;
@@ -16,32 +17,34 @@ use crate::Error;
 /// The library's descriptor as given: its number and the file it referred to.
 ///
 /// Our duplicate keeps the file open after the library closes its descriptor, so readiness alone
-/// cannot tell; where `/proc/self/fd` exists, the number is looked up again after each readiness.
-#[derive(Debug, Clone, Copy)]
+/// cannot tell; the number is looked up again after each readiness.
+#[derive(Debug, Clone)]
 struct Origin {
     fd: RawFd,
-    dev: u64,
-    ino: u64,
+    file: FileId,
+    /// For what is not a socket (an eventfd, a timerfd, a FIFO: a new open file may share the
+    /// inode), a kernel entry made for the library's file under its number, which the kernel
+    /// refuses to change once the number names another file.
+    entry: Option<Arc<Instance>>,
 }
 
 impl Origin {
-    fn of(fd: &impl AsFd, duplicate: &OwnedFd) -> Option<Origin> {
-        if !Path::new("/proc/self/fd").is_dir() {
-            return None;
-        }
-        let file = std::fs::File::from(duplicate.try_clone().ok()?);
-        let metadata = file.metadata().ok()?;
-        Some(Origin {
-            fd: fd.as_fd().as_raw_fd(),
-            dev: metadata.dev(),
-            ino: metadata.ino(),
-        })
+    fn of(fd: &impl AsFd) -> Option<Origin> {
+        let fd = fd.as_fd().as_raw_fd();
+        let file = FileId::of(fd)?;
+        let entry = (!file.is_a_socket())
+            .then(Instance::new)
+            .and_then(Result::ok)
+            .filter(|entry| entry.control(true, fd, 0, Interest::READABLE).is_ok())
+            .map(Arc::new);
+        Some(Origin { fd, file, entry })
     }
 
     /// Whether the library's descriptor number still refers to the same file.
     fn is_open(&self) -> bool {
-        std::fs::metadata(format!("/proc/self/fd/{}", self.fd))
-            .is_ok_and(|m| m.dev() == self.dev && m.ino() == self.ino)
+        FileId::of(self.fd) == Some(self.file)
+            && (self.entry.as_ref())
+                .is_none_or(|entry| entry.still_holds(self.fd, 0, Interest::READABLE))
     }
 }
 
@@ -56,8 +59,8 @@ pub(crate) struct TriggerFd {
 impl TriggerFd {
     pub(crate) fn new(fd: impl AsFd) -> TriggerFd {
         let mut trigger = TriggerFd::owned(&fd);
-        if let Ok(duplicate) = &trigger.duplicate {
-            trigger.origin = Origin::of(&fd, duplicate);
+        if trigger.duplicate.is_ok() {
+            trigger.origin = Origin::of(&fd);
         }
         trigger
     }
@@ -90,7 +93,7 @@ impl TriggerFd {
         let _ = tokio;
         Ok(Trigger {
             source,
-            origin: self.origin,
+            origin: self.origin.clone(),
             #[cfg(all(feature = "tokio", not(loom)))]
             tokio,
         })
@@ -146,9 +149,10 @@ impl Trigger {
 
     /// Whether the library still has its descriptor open: once it closed it, our duplicate would
     /// stay readable forever (at EOF) and turn the pump in a busy loop. Asked after the run that a
-    /// readiness caused, so the look-up (a `stat` of `/proc/self/fd/N`) does not delay the run.
+    /// readiness caused, so the look-up (an `fstat` of the number, and for what is not a socket
+    /// an `epoll_ctl` on it) does not delay the run.
     pub(crate) fn is_open(&self) -> Result<(), io::ErrorKind> {
-        match self.origin {
+        match &self.origin {
             Some(origin) if !origin.is_open() => Err(io::ErrorKind::NotFound),
             _ => Ok(()),
         }

@@ -17,6 +17,7 @@ const POLL_BITS: EventFlags = EventFlags::IN
 pub(super) struct Outer(OwnedFd);
 
 /// The epoll instance the registrations are in.
+#[derive(Debug)]
 pub(super) struct Instance(OwnedFd);
 
 impl Outer {

@@ -26,6 +26,7 @@ fn poll_revents(event: &Event) -> std::ffi::c_short {
 pub(super) struct Outer(Poller);
 
 /// The poller the registrations are in.
+#[derive(Debug)]
 pub(super) struct Instance(Poller);
 
 /// The outer poller's one key.
