@@ -30,7 +30,9 @@ pub struct Stats {
     /// instead of running it again.
     pub skipped_ticks: u64,
     /// Timer ticks taken more than one interval after they were due: the pump could not keep
-    /// its cadence (the previous round, or waiters holding the loop lock, took longer).
+    /// its cadence (the previous round, or waiters holding the loop lock, took longer, or the
+    /// executor stalled). The ticks then start again one interval after that run: those missed
+    /// meanwhile are not made up.
     pub late_ticks: u64,
     /// Kicks on an open pump: calls to [`Pump::kick`](crate::Pump::kick) and
     /// [`Kicker::kick`](crate::Kicker::kick), and those a [`LoopHandle`](crate::LoopHandle)'s

@@ -62,6 +62,36 @@ fn hinted_pump_seen(rt: Rt, fx: &Arc<FakeLoop>, threads: &Arc<Mutex<LoopThreads>
 }
 
 on_every_backend! {
+    // Found by a hostile probe: after one slow run (or a stalled executor) the interval timer
+    // made up every tick it missed, back to back — 105 runs in the 30 ms after a 500 ms run at a
+    // 5 ms interval, and 321 after a runtime blocked for 300 ms at 1 ms.
+    fn a_slow_run_is_not_followed_by_a_burst_of_the_ticks_it_missed(rt: Rt) {
+        const SLOW: Duration = Duration::from_millis(300);
+        let starts = Arc::new(Mutex::new(Vec::<Instant>::new()));
+        let log = starts.clone();
+        rt.block_on(async {
+            let builder = Pump::builder().interval(Duration::from_millis(5));
+            let pump = rt.pump_with(builder, move || {
+                let mut log = log.lock().expect("one run at a time");
+                log.push(Instant::now());
+                if log.len() == 4 {
+                    drop(log);
+                    thread::sleep(SLOW);
+                }
+            });
+            let waited = pump.wait_until(|| false).timeout(SLOW + Duration::from_millis(300));
+            assert_eq!(waited.await, Err(Error::TimedOut));
+        });
+        let starts = starts.lock().expect("runs ended").clone();
+        assert!(starts.len() > 4, "{} runs", starts.len());
+        let slow_end = starts[3] + SLOW;
+        let burst = starts
+            .iter()
+            .filter(|&&at| at >= slow_end && at < slow_end + Duration::from_millis(30))
+            .count();
+        assert!(burst <= 15, "{burst} runs in the 30 ms after a slow run, at a 5 ms interval");
+    }
+
     fn a_kick_while_idle_runs_the_loop_once(rt: Rt) {
         let fx = Arc::new(FakeLoop::new(1));
         rt.block_on(async {

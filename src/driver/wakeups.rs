@@ -195,8 +195,10 @@ impl<'a> Wakeups<'a> {
         }
     }
 
-    /// A tick's cause; counts it if it came more than an interval late.
-    fn cause(&self, due: Instant) -> Cause {
+    /// A tick's cause; counts it if it came more than an interval late, and then starts the
+    /// ticks again from now: the ones missed meanwhile (a slow run, a stalled executor) are
+    /// skipped, not made up back to back.
+    fn cause(&mut self, due: Instant) -> Cause {
         let core = self.core;
         if !self.ticking {
             // Before its first run a pump without ticks runs at once to hear the library's first
@@ -210,6 +212,7 @@ impl<'a> Wakeups<'a> {
         if late > core.config.interval {
             core.counters.count_late_tick();
             core.span.late_tick(late);
+            self.timer.set_interval(core.config.interval);
         }
         Cause::Tick
     }
