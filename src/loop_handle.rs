@@ -503,9 +503,9 @@ impl<S: 'static> LoopHandle<S> {
     /// timer): `start` runs on the loop's thread with the state and an [`Emitter`] (to keep, and
     /// emit values with, typically from `run_once`); the values arrive in order on the returned
     /// [`Subscription`], a `Stream`. Dropping the stream runs `stop` there with its id (only if
-    /// `start` ran, and not if the library ended it by dropping the emitter), to unsubscribe
-    /// in C. A close ends the stream with the pump's reason, after running `stop` with the
-    /// state.
+    /// `start` ran, and not if the library ended the subscription first, with
+    /// [`Emitter::end`] or by dropping the emitter), to unsubscribe in C. A close ends the
+    /// stream with the pump's reason, after running `stop` with the state.
     ///
     /// `capacity` bounds the values held and not yet taken: past it, [`Emitter::emit`] hands the
     /// value back and the library decides what to do with it. A zero capacity is taken as one.

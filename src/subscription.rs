@@ -125,8 +125,8 @@ impl<V> Emitter<V> {
     /// Hands `value` back if the subscription holds its capacity's worth of values not yet
     /// taken (the library decides: drop it, keep it and try again at its next run, or stop
     /// reading from C for a while), or if the subscription takes no more values: it was dropped
-    /// (its stop is then on its way to the loop's thread, and runs even if the library drops
-    /// this emitter first), or its pump closed (the stream ends with the close reason, after the
+    /// (its stop is then on its way to the loop's thread, and runs whatever the library does
+    /// with this emitter after), or its pump closed (the stream ends with the close reason, after the
     /// values emitted before; see [`is_open`](Emitter::is_open)).
     ///
     /// # Examples
@@ -154,10 +154,12 @@ impl<V> Emitter<V> {
     /// ```
     pub fn emit(&self, value: V) -> Result<(), V> {
         let capacity = self.channel.capacity;
+        // Taken before the channel's lock: the pump's last reference may go with it.
+        let core = self.core.upgrade();
         self.channel.change(|state| {
             // Looked at under the channel's lock, as the stream looks at the values it holds
             // once it saw the close: a value taken here is yielded before the close reason.
-            if state.subscriber_gone || state.values.len() >= capacity || !self.pump_open() {
+            if state.subscriber_gone || state.values.len() >= capacity || !open(core.as_ref()) {
                 return (Err(value), false);
             }
             state.values.push_back(value);
@@ -165,28 +167,70 @@ impl<V> Emitter<V> {
         })
     }
 
+    /// Ends the subscription from the library's side (its C source finished, say): the stream
+    /// yields what it holds, then ends (`None`). Returns whether this ended it: if so, its stop
+    /// will not run, and the library unsubscribes in C itself if it has to; if not — the stream
+    /// was dropped first, or the pump closed — its stop runs (or ran) on the loop's thread, and
+    /// the library leaves the unsubscribing to it. One step under the subscription's lock, so
+    /// the two never both unsubscribe, nor neither. Dropping the emitter ends it the same way,
+    /// without saying which.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::{Emitter, Pump};
+    /// use futures_lite::StreamExt;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// // A library whose sources each send one value, then finish.
+    /// let (_pump, library) = Pump::builder().build_with_state(
+    ///     |_| Ok(Vec::<Emitter<u8>>::new()),
+    ///     |finishing, _| {
+    ///         for source in finishing.drain(..) {
+    ///             let _ = source.emit(1);
+    ///             if source.end() {
+    ///                 // ffi::unsubscribe(…): the stop will not
+    ///             }
+    ///         }
+    ///         None
+    ///     },
+    /// )?;
+    /// let values = library.subscribe(4, |finishing, source| finishing.push(source), |_, _| {});
+    /// assert_eq!(values.collect::<Vec<_>>().await, [Ok(1)]);
+    /// # Ok::<(), ffi_pump::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn end(self) -> bool {
+        self.end_here()
+    }
+
+    /// [`end`](Emitter::end), which its drop does too (a second time, it ends nothing).
+    fn end_here(&self) -> bool {
+        // Dropped with the state as the pump closes: the stream ends with the close reason.
+        let core = self.core.upgrade();
+        self.channel.change(|state| {
+            let ends = open(core.as_ref()) && !state.subscriber_gone && !state.emitter_gone;
+            state.emitter_gone |= ends;
+            (ends, true)
+        })
+    }
+
     /// Whether the subscription still takes values: it was not dropped, did not end, and its
     /// pump has not closed (an emitter the library keeps off the loop's thread outlives it).
     pub fn is_open(&self) -> bool {
-        !lock(&self.channel.state).subscriber_gone && self.pump_open()
+        let core = self.core.upgrade();
+        !lock(&self.channel.state).subscriber_gone && open(core.as_ref())
     }
+}
 
-    /// Whether the pump has not closed: once it has, the stream ends with its reason.
-    fn pump_open(&self) -> bool {
-        self.core.upgrade().is_some_and(|core| !core.is_closed())
-    }
+/// Whether the pump is there and has not closed: once it has, the stream ends with its reason.
+fn open(core: Option<&Arc<Core>>) -> bool {
+    core.is_some_and(|core| !core.is_closed())
 }
 
 impl<V> Drop for Emitter<V> {
     fn drop(&mut self) {
-        // Dropped by the library while the pump works: a clean end. Dropped with the state as
-        // the pump closes: the stream ends with the close reason instead.
-        let by_the_library = self.pump_open();
-        self.channel.change(|state| {
-            // Dropped after the stream was: the stream's stop is on its way, and still to run.
-            state.emitter_gone |= by_the_library && !state.subscriber_gone;
-            ((), true)
-        });
+        let _ = self.end_here();
     }
 }
 

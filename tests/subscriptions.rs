@@ -371,3 +371,78 @@ fn an_emitter_takes_no_value_once_its_pump_closed() {
         assert_eq!(stream.next().await, None);
     }));
 }
+
+/// Found in review of the fix above: a library that ends a subscription itself (its C source
+/// finished) and unsubscribes in C could not know whether the stream, dropped at that moment,
+/// had its stop on the way too — it unsubscribed twice (113 of 200 races). `Emitter::end` says
+/// which of the two unsubscribes: exactly one does, whichever order they come in.
+#[test]
+fn the_library_ending_a_subscription_and_its_stream_dropped_unsubscribe_once() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+    use std::sync::{mpsc, Arc, Mutex};
+    for stream_dropped_first in [true, false] {
+        let (stops, ended_in_c) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (entered, enter) = mpsc::channel::<()>();
+        let (release, gate) = mpsc::channel::<()>();
+        let gate = Mutex::new(gate);
+        let finish = Arc::new(AtomicBool::new(false));
+        let (finishing, ended) = (finish.clone(), ended_in_c.clone());
+        let (pump, library) = Pump::builder()
+            .build_with_state(
+                |_| Ok(Vec::<Emitter<u32>>::new()),
+                move |sources, _| {
+                    if !finishing.swap(false, SeqCst) {
+                        return None;
+                    }
+                    let wait = || {
+                        let _ = entered.send(());
+                        let _ = gate.lock().expect("one run at a time").recv();
+                    };
+                    for source in sources.drain(..) {
+                        if stream_dropped_first {
+                            wait(); // the stream is dropped here
+                        }
+                        let ends = source.end();
+                        if !stream_dropped_first {
+                            wait(); // the stream is dropped here
+                        }
+                        if ends {
+                            ended.fetch_add(1, SeqCst); // ffi::unsubscribe(…)
+                        }
+                    }
+                    None
+                },
+            )
+            .expect("pump thread starts");
+        let counted = stops.clone();
+        futures_lite::future::block_on(within("the subscription ends", async {
+            let stream = library.subscribe(
+                8,
+                |sources, source| sources.push(source),
+                move |_, _| {
+                    counted.fetch_add(1, SeqCst); // ffi::unsubscribe(…)
+                },
+            );
+            assert_eq!(
+                library.call(|sources| sources.len()).await,
+                Ok(1),
+                "started"
+            );
+            finish.store(true, SeqCst);
+            pump.kick();
+            enter.recv().expect("the library ends it");
+            drop(stream);
+            release.send(()).expect("the run waits");
+            pump.turn().await.expect("open");
+            pump.turn().await.expect("open");
+            pump.close();
+            pump.closed().await.expect("closed by close()");
+        }));
+        let (stops, ended_in_c) = (stops.load(SeqCst), ended_in_c.load(SeqCst));
+        assert_eq!(
+            (stops, ended_in_c),
+            if stream_dropped_first { (1, 0) } else { (0, 1) },
+            "(stops, unsubscribed by the library), the stream dropped first: {stream_dropped_first}"
+        );
+    }
+}

@@ -85,8 +85,7 @@ impl TriggerFd {
             .duplicate
             .as_ref()
             .map_err(|&kind| Error::Trigger(kind))?;
-        let own = duplicate
-            .try_clone()
+        let own = duplicate_past(duplicate, self.origin.as_ref())
             .map_err(|e| Error::Trigger(e.kind()))?;
         let source = Async::new_nonblocking(own).map_err(|e| Error::Trigger(e.kind()))?;
         #[cfg(not(all(feature = "tokio", not(loom))))]
@@ -98,6 +97,17 @@ impl TriggerFd {
             tokio,
         })
     }
+}
+
+/// Another duplicate of `fd`, at a number past the library's: made once the library may have
+/// closed its descriptor, a duplicate under its number would name the very file the check
+/// looks for there, and pass it.
+fn duplicate_past(fd: &OwnedFd, origin: Option<&Origin>) -> io::Result<OwnedFd> {
+    let past = origin.map_or(0, |origin| origin.fd.saturating_add(1));
+    rustix::io::fcntl_dupfd_cloexec(fd, past)
+        // Past the limit of descriptors: any number, as before.
+        .or_else(|_| fd.try_clone())
+        .map_err(io::Error::from)
 }
 
 /// A pump's readiness trigger.
@@ -127,6 +137,12 @@ impl Trigger {
                 false => None,
             },
         })
+    }
+
+    /// Another duplicate of the descriptor watched, for another reactor.
+    #[cfg(all(feature = "tokio", not(loom)))]
+    pub(super) fn duplicate(&self) -> io::Result<OwnedFd> {
+        duplicate_past(self.source.get_ref(), self.origin.as_ref())
     }
 
     /// Waits until async-io's reactor reports the descriptor readable.

@@ -31,7 +31,7 @@ impl TokioReadiness {
         if tokio::runtime::Handle::try_current().is_err() {
             return Ok(None);
         }
-        let Ok(own) = trigger.source.get_ref().try_clone() else {
+        let Ok(own) = trigger.duplicate() else {
             return Ok(None);
         };
         // The safe constructor is deprecated (tokio#8587) for inner types whose `as_raw_fd` can
