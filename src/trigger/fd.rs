@@ -107,7 +107,6 @@ fn duplicate_past(fd: &OwnedFd, origin: Option<&Origin>) -> io::Result<OwnedFd> 
     rustix::io::fcntl_dupfd_cloexec(fd, past)
         // Past the limit of descriptors: any number, as before.
         .or_else(|_| fd.try_clone())
-        .map_err(io::Error::from)
 }
 
 /// A pump's readiness trigger.
