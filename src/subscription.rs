@@ -170,7 +170,8 @@ impl<V> Emitter<V> {
     /// Ends the subscription from the library's side (its C source finished, say): the stream
     /// yields what it holds, then ends (`None`). Returns whether this ended it: if so, its stop
     /// will not run, and the library unsubscribes in C itself if it has to; if not — the stream
-    /// was dropped first, or the pump closed — its stop runs (or ran) on the loop's thread, and
+    /// was dropped or ended first, or the pump closed — its stop runs (or ran) on the loop's
+    /// thread (a stream that ended but is still held: once it is dropped, or at the close), and
     /// the library leaves the unsubscribing to it. One step under the subscription's lock, so
     /// the two never both unsubscribe, nor neither. Dropping the emitter ends it the same way,
     /// without saying which.

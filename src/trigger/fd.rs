@@ -103,10 +103,22 @@ impl TriggerFd {
 /// closed its descriptor, a duplicate under its number would name the very file the check
 /// looks for there, and pass it.
 fn duplicate_past(fd: &OwnedFd, origin: Option<&Origin>) -> io::Result<OwnedFd> {
-    let past = origin.map_or(0, |origin| origin.fd.saturating_add(1));
-    rustix::io::fcntl_dupfd_cloexec(fd, past)
-        // Past the limit of descriptors: any number, as before.
-        .or_else(|_| fd.try_clone())
+    // Past the standard streams, as std's `try_clone`.
+    let past = origin.map_or(3, |origin| origin.fd.saturating_add(1).max(3));
+    match rustix::io::fcntl_dupfd_cloexec(fd, past) {
+        Ok(duplicate) => Ok(duplicate),
+        // Past the limit of descriptors, or every number past the library's taken: any number
+        // but the library's, which is free only if the library closed its descriptor.
+        Err(_) => {
+            let duplicate = fd.try_clone()?;
+            match origin {
+                Some(origin) if duplicate.as_raw_fd() == origin.fd => {
+                    Err(io::ErrorKind::NotFound.into())
+                }
+                _ => Ok(duplicate),
+            }
+        }
+    }
 }
 
 /// A pump's readiness trigger.
