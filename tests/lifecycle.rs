@@ -234,3 +234,81 @@ fn the_crates_threads_are_named_as_documented() {
     );
     assert_eq!(name.expect("a call").as_deref(), Some("ffi-pump-loop"));
 }
+
+/// Found by a hostile probe: a broadcast wait (and `wait_until_local`, which always is one)
+/// first polled while a run held the loop lock queued for it; the pump closed meanwhile; the
+/// wait, polled once the lock was let go, took it and ran its check — on a library that
+/// `closed()` frees under that lock — and, its check true, ended `Ok` after the close.
+#[test]
+fn a_wait_queued_for_the_loop_lock_never_checks_after_the_close() {
+    use ffi_pump::Strategy;
+    use std::future::Future;
+    use std::sync::atomic::AtomicBool;
+    use std::task::{Context, Poll, Wake, Waker};
+    struct Flag(AtomicBool);
+    impl Wake for Flag {
+        fn wake(self: Arc<Self>) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    for local in [false, true] {
+        let (in_run, release) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let (running, released) = (in_run.clone(), release.clone());
+        let pump = Pump::builder()
+            .strategy(Strategy::Broadcast)
+            .build(move || {
+                running.store(true, Ordering::SeqCst);
+                while !released.load(Ordering::SeqCst) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            })
+            .expect("valid settings");
+        pump.spawn_on(ffi_pump::Backend::Thread).expect("a thread");
+        let noop = Waker::noop();
+        let mut starter = Box::pin(pump.wait_until(|| false));
+        let _ = starter.as_mut().poll(&mut Context::from_waker(noop));
+        while !in_run.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        let checked = Arc::new(AtomicBool::new(false));
+        let seen = checked.clone();
+        let check = move || {
+            seen.store(true, Ordering::SeqCst);
+            true
+        };
+        let mut wait: std::pin::Pin<Box<dyn Future<Output = Result<(), Error>>>> = match local {
+            false => Box::pin(pump.wait_until(check)),
+            true => Box::pin(pump.wait_until_local(check)),
+        };
+        let flag = Arc::new(Flag(AtomicBool::new(false)));
+        let waker = Waker::from(flag.clone());
+        let mut cx = Context::from_waker(&waker);
+        assert!(
+            wait.as_mut().poll(&mut cx).is_pending(),
+            "queued for the lock"
+        );
+        pump.close();
+        release.store(true, Ordering::SeqCst); // the run ends, and lets the lock go
+        let started = Instant::now();
+        while !flag.0.load(Ordering::SeqCst) {
+            assert!(
+                started.elapsed() < common::HANG,
+                "the lock's release woke the wait"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(
+            wait.as_mut().poll(&mut cx),
+            Poll::Ready(Err(Error::Closed)),
+            "local: {local}"
+        );
+        assert!(
+            !checked.load(Ordering::SeqCst),
+            "checked after the close (local: {local})"
+        );
+        futures_lite::future::block_on(pump.closed()).expect("closed by close()");
+    }
+}

@@ -55,19 +55,24 @@ impl<C: Check> Broadcast<C> {
     }
 }
 
-/// Checks under `guard`, then lets go: the value, or, if the check failed, the state that waits
-/// for a run after the one it saw.
+/// Checks under `guard`, then lets go: the value (or why the pump closed), or, if the check
+/// failed, the state that waits for a run after the one it saw.
 fn check_under<C: Check>(
     core: &Core,
     guard: LoopGuard<'_>,
     check: &mut C,
     pending: Pending,
     listener: EventListener,
-) -> Result<C::Output, State> {
+) -> Result<Result<C::Output, Error>, State> {
+    // Looked at with the lock held: a pump closed since the wait queued for it may have dropped
+    // its loop (what the check reads) already, under this lock.
+    if let Err(why) = core.status() {
+        return Ok(Err(why));
+    }
     let seen = core.rounds.now().round();
     let outcome = guard.check(|| check.check());
     drop(guard);
-    outcome.ok_or(State::Listening {
+    outcome.map(Ok).ok_or(State::Listening {
         pending,
         listener,
         seen,
@@ -96,7 +101,7 @@ impl<C: Check> Wait for Broadcast<C> {
                         Some(guard) => {
                             match check_under(&self.core, guard, &mut self.check, pending, listener)
                             {
-                                Ok(value) => return Poll::Ready(Ok(value)),
+                                Ok(outcome) => return Poll::Ready(outcome),
                                 Err(listening) => self.state = listening,
                             }
                         }
@@ -117,7 +122,7 @@ impl<C: Check> Wait for Broadcast<C> {
                     Poll::Ready(raw) => {
                         let guard = LoopGuard::new(&self.core, raw);
                         match check_under(&self.core, guard, &mut self.check, pending, listener) {
-                            Ok(value) => return Poll::Ready(Ok(value)),
+                            Ok(outcome) => return Poll::Ready(outcome),
                             Err(listening) => self.state = listening,
                         }
                     }

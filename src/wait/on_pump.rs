@@ -159,6 +159,11 @@ where
     fn register(&mut self, mut check: C, waker: &Waker) -> Result<Registered<T>, Error> {
         self.core.may_wait()?;
         let guard = LoopGuard::try_new(&self.core);
+        // Looked at again with the lock held: a close since may have dropped the loop (what the
+        // check reads) under it.
+        if guard.is_some() {
+            self.core.status()?;
+        }
         let first = guard
             .as_ref()
             .map(|guard| guard.check(|| catch_unwind(AssertUnwindSafe(|| check.check()))));
