@@ -286,19 +286,9 @@ fn a_driver_taking_over_after_the_library_closed_its_descriptor_stops_the_pump()
         let rt = runtime(tokio::runtime::RuntimeFlavor::MultiThread, "ffi-takeover");
         let (read, write) = rustix::pipe::pipe().expect("pipe");
         let runs = Arc::new(AtomicU64::new(0));
-        let counter = runs.clone();
-        let outcome = rt.block_on(async move {
-            let pump = Pump::builder()
-                .interval(Duration::MAX)
-                .tokio_readiness(tokio_readiness)
-                .run_on_readable(&read)
-                .build(move || {
-                    counter.fetch_add(1, Ordering::SeqCst);
-                })
-                .expect("valid settings");
-            let first = tokio::spawn(pump.run());
-            pump.turn().await.expect("open");
-            let standby = tokio::spawn(pump.run());
+        let outcome = rt.block_on(async {
+            let (pump, first, standby) =
+                common::pump_with_a_standby_driver(&read, tokio_readiness, &runs).await;
             drop(read); // the library closes its read end
             first.abort();
             let _ = first.await; // the standby driver takes over

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ffi_pump::{Error, Pump};
+use ffi_pump::Error;
 use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
 
 fn highest_open_fd() -> i32 {
@@ -37,20 +37,9 @@ fn a_driver_taking_over_at_the_limit_after_the_library_closed_its_descriptor_sto
     let read: OwnedFd = rustix::io::fcntl_dupfd_cloexec(&read, high).expect("dup high");
     assert_eq!(read.as_raw_fd(), high);
     let runs = Arc::new(AtomicU64::new(0));
-    let counter = runs.clone();
     let saved = getrlimit(Resource::Nofile);
-    let outcome = rt.block_on(async move {
-        let pump = Pump::builder()
-            .interval(Duration::MAX)
-            .tokio_readiness(true)
-            .run_on_readable(&read)
-            .build(move || {
-                counter.fetch_add(1, Ordering::SeqCst);
-            })
-            .expect("valid settings");
-        let first = tokio::spawn(pump.run());
-        pump.turn().await.expect("open");
-        let standby = tokio::spawn(pump.run());
+    let outcome = rt.block_on(async {
+        let (pump, first, standby) = common::pump_with_a_standby_driver(&read, true, &runs).await;
         tokio::time::sleep(Duration::from_millis(50)).await;
         // The limit just past the library's descriptor, every number below it in use (the
         // pump's own duplicates sit past it already: the limit does not close them).

@@ -364,3 +364,32 @@ pub fn unwatch_fd(set: &ffi_pump::Descriptors, fd: impl std::os::fd::AsFd) -> st
 pub fn fd_token(fd: std::os::fd::RawFd) -> u64 {
     u64::try_from(fd).expect("an open descriptor's number is not negative")
 }
+
+/// A pump on tokio that runs on `fd`'s readiness (through tokio's reactor if
+/// `tokio_readiness`), its runs counted in `runs`, turned once by a first driver task with a
+/// standby driver beside it: the pump, the first task and the standby. Called inside a
+/// multi-thread tokio runtime.
+#[cfg(all(unix, feature = "tokio"))]
+pub async fn pump_with_a_standby_driver(
+    fd: &impl std::os::fd::AsFd,
+    tokio_readiness: bool,
+    runs: &Arc<std::sync::atomic::AtomicU64>,
+) -> (
+    Pump,
+    tokio::task::JoinHandle<()>,
+    tokio::task::JoinHandle<()>,
+) {
+    let counter = runs.clone();
+    let pump = Pump::builder()
+        .interval(Duration::MAX)
+        .tokio_readiness(tokio_readiness)
+        .run_on_readable(fd)
+        .build(move || {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        })
+        .expect("valid settings");
+    let first = tokio::spawn(pump.run());
+    pump.turn().await.expect("open");
+    let standby = tokio::spawn(pump.run());
+    (pump, first, standby)
+}
