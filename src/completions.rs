@@ -113,28 +113,24 @@ impl<K, V> Table<K, V> {
 impl<K: Eq + Hash + Clone, V> Table<K, V> {
     /// The wait on `key` gave up with a cancel hook. `owner`: the wait was pending on the key,
     /// which is then its own; a wait that never got that far gives up only a key that is
-    /// nobody's, and one whose hook a close ran (or runs) nothing: the hook lets the key go. What it finds is
-    /// handed out, to be dropped by the caller outside the lock.
+    /// nobody's, and one whose hook a close ran (or runs) nothing: the hook lets the key go.
+    /// What it finds is handed out, to be dropped by the caller outside the lock.
     pub(crate) fn abandon(&self, key: &K, owner: bool, claim: &Claim) -> GaveUp<V> {
         let mut keys = self.keys();
         let nobodys = matches!(keys.get(key), None | Some(KeyState::Done(_)));
         if (!owner && !nobodys) || claim.hook_took_it() {
             return GaveUp::NotMine;
         }
-        match keys.insert(key.clone(), KeyState::Abandoned) {
+        let previous = keys.insert(key.clone(), KeyState::Abandoned);
+        claim.set(Claim::MARKED);
+        match previous {
             Some(KeyState::Done(value) | KeyState::Claimed(value)) => {
                 keys.remove(key);
                 claim.set(Claim::TOOK);
                 GaveUp::Completed(value)
             }
-            Some(KeyState::Waiting(waker)) => {
-                claim.set(Claim::MARKED);
-                GaveUp::Marked(Some(waker))
-            }
-            Some(KeyState::Abandoned) | None => {
-                claim.set(Claim::MARKED);
-                GaveUp::Marked(None)
-            }
+            Some(KeyState::Waiting(waker)) => GaveUp::Marked(Some(waker)),
+            Some(KeyState::Abandoned) | None => GaveUp::Marked(None),
         }
     }
 

@@ -96,7 +96,7 @@ impl<V: Send> CloseHook for Channel<V> {
 ///         None
 ///     },
 /// )?;
-/// let mut values = library.subscribe(8, |subscribers, emitter| subscribers.push(emitter), |_, _| {});
+/// let mut values = library.subscribe(8, |subs, emitter| subs.push(emitter), |_, _| {});
 /// pump.turn().await?;
 /// assert_eq!(values.next().await, Some(Ok(42)));
 /// # Ok::<(), ffi_pump::Error>(())
@@ -126,8 +126,8 @@ impl<V> Emitter<V> {
     /// taken (the library decides: drop it, keep it and try again at its next run, or stop
     /// reading from C for a while), or if the subscription takes no more values: it was dropped
     /// (its stop is then on its way to the loop's thread, and runs whatever the library does
-    /// with this emitter after), or its pump closed (the stream ends with the close reason, after the
-    /// values emitted before; see [`is_open`](Emitter::is_open)).
+    /// with this emitter after), or its pump closed (the stream ends with the close reason,
+    /// after the values emitted before; see [`is_open`](Emitter::is_open)).
     ///
     /// # Examples
     ///

@@ -197,10 +197,14 @@ impl<'a> LoopGuard<'a> {
     }
 
     /// Runs `check` with the lock held, marked as inside this pump (so a wait or a turn started
-    /// from it is refused instead of deadlocking).
-    pub(crate) fn check<T>(&self, check: impl FnOnce() -> T) -> T {
+    /// from it is refused instead of deadlocking) — unless the pump closed: then why, and the
+    /// check does not run. Looked at with the lock held, since whoever drops a closed pump's loop
+    /// (what a check reads) does so under it: a wait that queued for the lock before the close
+    /// gets it after.
+    pub(crate) fn check<T>(&self, check: impl FnOnce() -> T) -> Result<T, Error> {
+        self.core.status()?;
         let _inside = Inside::enter(self.core.id());
-        check()
+        Ok(check())
     }
 
     /// Runs the loop once — `local` if the loop lives on this thread, else the lock's own —
@@ -344,7 +348,7 @@ mod loom_models {
         let core = core.clone();
         loom::thread::spawn(move || {
             if let Some(guard) = LoopGuard::try_new(&core) {
-                guard.check(|| ());
+                let _ = guard.check(|| ());
             }
         })
     }

@@ -350,7 +350,7 @@ mod loom_models {
             let closer = {
                 let core = core.clone();
                 loom::thread::spawn(move || match LoopGuard::try_new(&core) {
-                    Some(guard) => guard.check(|| core.close()),
+                    Some(guard) => guard.check(|| core.close()).expect("only this closes it"),
                     None => core.close(),
                 })
             };

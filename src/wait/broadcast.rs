@@ -64,19 +64,18 @@ fn check_under<C: Check>(
     pending: Pending,
     listener: EventListener,
 ) -> Result<Result<C::Output, Error>, State> {
-    // Looked at with the lock held: a pump closed since the wait queued for it may have dropped
-    // its loop (what the check reads) already, under this lock.
-    if let Err(why) = core.status() {
-        return Ok(Err(why));
-    }
     let seen = core.rounds.now().round();
     let outcome = guard.check(|| check.check());
     drop(guard);
-    outcome.map(Ok).ok_or(State::Listening {
-        pending,
-        listener,
-        seen,
-    })
+    match outcome {
+        Ok(None) => Err(State::Listening {
+            pending,
+            listener,
+            seen,
+        }),
+        Ok(Some(value)) => Ok(Ok(value)),
+        Err(why) => Ok(Err(why)),
+    }
 }
 
 impl<C: Check> Wait for Broadcast<C> {

@@ -159,14 +159,10 @@ where
     fn register(&mut self, mut check: C, waker: &Waker) -> Result<Registered<T>, Error> {
         self.core.may_wait()?;
         let guard = LoopGuard::try_new(&self.core);
-        // Looked at again with the lock held: a close since may have dropped the loop (what the
-        // check reads) under it.
-        if guard.is_some() {
-            self.core.status()?;
-        }
-        let first = guard
-            .as_ref()
-            .map(|guard| guard.check(|| catch_unwind(AssertUnwindSafe(|| check.check()))));
+        let first = match &guard {
+            Some(guard) => Some(guard.check(|| catch_unwind(AssertUnwindSafe(|| check.check())))?),
+            None => None,
+        };
         match first {
             Some(Ok(None)) | None => {}
             Some(Ok(Some(value))) => {
