@@ -599,6 +599,47 @@ mod shared_inodes {
         );
     }
 
+    /// A watch that changes what a reopened number asks for is told the new file by the kernel,
+    /// which refuses to change the old file's entry: that file's registrations go, the new file
+    /// is watched as new, and the old one, ready and kept open by a duplicate, is not reported.
+    #[test]
+    fn a_changed_watch_of_a_reopened_number_watches_the_new_file() {
+        let (old_socket, mut peer) = UnixStream::pair().expect("socketpair");
+        let (new_socket, _new_peer) = UnixStream::pair().expect("socketpair");
+        type MakeReady = Box<dyn FnOnce(&OwnedFd)>;
+        let cases: [(OwnedFd, OwnedFd, MakeReady); 2] = [
+            (eventfd(), eventfd(), Box::new(|old| signal(old))),
+            (
+                old_socket.into(),
+                new_socket.into(),
+                Box::new(move |_| peer.write_all(b"!").expect("write")),
+            ),
+        ];
+        for (mut watched, new, make_ready) in cases {
+            let set = Descriptors::new().expect("set");
+            let fd = watched.as_raw_fd();
+            set.watch(fd, Interest::READABLE, 1).expect("watch");
+            set.watch(fd, Interest::NONE, 2).expect("watch");
+            let duplicate = watched.try_clone().expect("dup"); // as a forked child holds it
+            reopen_under(&mut watched, new);
+            make_ready(&duplicate);
+            let both = Interest::READABLE | Interest::WRITABLE;
+            set.watch(fd, both, 1).expect("watch the new file");
+            assert_eq!(
+                set.watched(),
+                [(1, fd, both)],
+                "the old file's registrations go"
+            );
+            for _ in 0..3 {
+                let ready = set.ready();
+                assert_eq!(ready.len(), 1, "{ready:?}");
+                assert_eq!(ready[0].token(), 1);
+                assert!(ready[0].is_writable(), "the new file, writable");
+                assert!(!ready[0].is_readable(), "the old file's readiness, handed");
+            }
+        }
+    }
+
     /// Found in review: a pipe whose registrations all went to `Interest::NONE` (out of the
     /// kernel) and back looked like a new file to the kernel's check, and the set let go of its
     /// other registrations.

@@ -598,3 +598,51 @@ on_every_backend! {
         });
     }
 }
+
+// The driver sleeps on a timer armed for what the last run it knew of said. A turn's run that
+// says something else wakes it, but a timer that came due meanwhile (the executor was busy) was
+// taken for the tick it had been armed for: a run though the loop had said nothing was due.
+#[test]
+fn a_timer_armed_before_a_turn_said_otherwise_makes_no_run() {
+    let next = Arc::new(Mutex::new(ffi_pump::Next::Tick));
+    let runs = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let (says, counted) = (next.clone(), runs.clone());
+    let pump = Pump::builder()
+        .interval(Duration::from_millis(5))
+        .build(move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+            *says.lock().unwrap()
+        })
+        .expect("valid settings");
+    // One thread for the driver and the test: while the test holds it, the driver sleeps on.
+    let executor = async_executor::LocalExecutor::new();
+    let _driver = executor.spawn(pump.run());
+    let waiting = pump.clone();
+    let _pending = executor.spawn(async move { waiting.wait_until(|| false).timeout(HOUR).await });
+    futures_lite::future::block_on(executor.run(async {
+        let ticking = runs.clone();
+        eventually("ticks", || ticking.load(Ordering::SeqCst) >= 3).await;
+        for says in [
+            ffi_pump::Next::Idle,
+            ffi_pump::Next::At(Instant::now() + HOUR),
+        ] {
+            *next.lock().unwrap() = says;
+            pump.turn().await.expect("a turn");
+            let after = runs.load(Ordering::SeqCst);
+            // The executor stalls past the tick the driver's timer was armed for.
+            thread::sleep(Duration::from_millis(30));
+            Timer::after(Duration::from_millis(100)).await;
+            let extra = runs.load(Ordering::SeqCst) - after;
+            assert_eq!(extra, 0, "runs after the loop said {says:?}");
+            *next.lock().unwrap() = ffi_pump::Next::Tick;
+            pump.turn().await.expect("a turn");
+            let ticking = runs.clone();
+            let resumed = runs.load(Ordering::SeqCst);
+            eventually("ticks again", || {
+                ticking.load(Ordering::SeqCst) >= resumed + 3
+            })
+            .await;
+        }
+        pump.close();
+    }));
+}

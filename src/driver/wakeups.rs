@@ -134,11 +134,15 @@ impl<'a> Wakeups<'a> {
             // Idle, there are no ticks and no deadlines, but readiness still runs the loop (the
             // library's own I/O: data to send, a peer that hung up), as kicks and calls do.
             let idle = core.demand.is_idle();
+            // What the loop said when the timer was armed for it.
+            let mut armed_for = None;
             if idle {
                 self.ticking = false;
                 core.registry.sweep();
             } else {
-                match core.next.get() {
+                let next = core.next.get();
+                armed_for = Some(next);
+                match next {
                     // The first wait after idle gets its run one interval from now, not a burst
                     // of ticks the timer missed while asleep.
                     Next::Tick if !self.ticking => {
@@ -181,7 +185,13 @@ impl<'a> Wakeups<'a> {
             }
             match woke {
                 // The last wait may have ended while the timer ran: an idle pump does not run.
-                Woke::Timer(due) if !core.demand.is_idle() => return Step::Run(self.cause(due)),
+                // Nor does one whose loop said something else meanwhile (a turn's run): the
+                // timer may have come due for what it no longer says, and is armed again.
+                Woke::Timer(due)
+                    if !core.demand.is_idle() && armed_for == Some(core.next.get()) =>
+                {
+                    return Step::Run(self.cause(due))
+                }
                 Woke::Ready => {
                     self.after_readiness = true;
                     return Step::Run(Cause::Readiness);

@@ -55,6 +55,10 @@ fn flags(interest: Interest) -> EventFlags {
 }
 
 impl Instance {
+    /// A change of an entry names its file: epoll keys entries by open file and number, and
+    /// refuses a modify for a number that names another file by now (see `control`).
+    pub(super) const A_CHANGE_CHECKS_THE_FILE: bool = true;
+
     pub(super) fn new() -> io::Result<Instance> {
         Ok(Instance(epoll::create(epoll::CreateFlags::CLOEXEC)?))
     }

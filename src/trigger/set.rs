@@ -287,9 +287,15 @@ impl Descriptors {
     ) -> io::Result<()> {
         check(fd)?;
         // The number was closed and names a new file: what was watched under it is gone (the
-        // library closed without unwatching), and the new file is watched as new.
+        // library closed without unwatching), and the new file is watched as new. Where the
+        // kernel refuses to change an entry for another file, a change tells that below; the
+        // look costs its system calls only when the entry stays as it is.
         #[cfg(unix)]
-        if table.fds.contains_key(&fd) && !table.names_its_file(fd) {
+        if table.fds.contains_key(&fd)
+            && !(Instance::A_CHANGE_CHECKS_THE_FILE
+                && table.changes_entry(fd, token, interest, force))
+            && !table.names_its_file(fd)
+        {
             table.let_go(fd);
             table.leftover = true;
         }
@@ -305,6 +311,7 @@ impl Descriptors {
             // as new (a leftover of the old file reports under a key the set no longer knows).
             Err(err) if in_the_kernel && names_another_file(&err) => {
                 table.let_go(fd);
+                table.leftover = true;
                 self.apply(table, fd, interest, force)?;
             }
             applied => applied?,
@@ -681,9 +688,12 @@ impl Descriptors {
             file: None,
         });
         watched.key = key;
-        // The file the kernel watches from now on, for `Table::names_its_file`.
+        // The file the kernel watches from now on, for `Table::names_its_file` (a forced change
+        // the kernel made for the same file keeps it).
         #[cfg(unix)]
-        if !asked.is_empty() && (before.is_empty() || force) {
+        if !asked.is_empty()
+            && (before.is_empty() || (force && !Instance::A_CHANGE_CHECKS_THE_FILE))
+        {
             watched.file = super::file_id::FileId::of(fd);
         }
         watched.asked = asked;
@@ -734,6 +744,21 @@ impl Table {
                 self.tokens.remove(&token);
             }
         }
+    }
+
+    /// Whether watching `fd` for `interest` under `token` (`force`: handed to the kernel again)
+    /// modifies the kernel's entry for it, rather than make, delete or keep it.
+    #[cfg(unix)]
+    fn changes_entry(
+        &self,
+        fd: RawDescriptor,
+        token: u64,
+        interest: Interest,
+        force: bool,
+    ) -> bool {
+        let before = self.fds.get(&fd).map_or(Interest::NONE, |w| w.asked);
+        let asked = self.asked_with(fd, token, Some(interest));
+        !before.is_empty() && !asked.is_empty() && (force || asked != before)
     }
 
     /// What the registrations on `fd` ask for together, with `token`'s interest replaced
