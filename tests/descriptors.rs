@@ -845,6 +845,38 @@ mod closed_first {
         }
     }
 
+    /// Found by a hostile probe of the `polling` form: a socket closed under its number while
+    /// watched (its file kept open by a duplicate), unwatched, and then back under the number:
+    /// the kernel still held the entry the set could not take out, and the form refused the
+    /// watch (`EEXIST`), so the socket's data never reached the library.
+    #[test]
+    fn the_same_socket_back_under_a_number_closed_while_watched_is_watched() {
+        for listed in [false, true] {
+            let set = Descriptors::new().expect("set");
+            let (socket, mut peer) = UnixStream::pair().expect("socketpair");
+            let mut number: OwnedFd = socket.into();
+            let fd = number.as_raw_fd();
+            let duplicate = number.try_clone().expect("dup"); // as a forked child holds it
+            let watch = |token| match listed {
+                false => set.watch(fd, Interest::READABLE, token),
+                true => set.watch_only([(fd, Interest::READABLE)]),
+            };
+            watch(1).expect("watch");
+            reopen_under(&mut number, eventfd()); // closed while watched
+            match listed {
+                false => set.unwatch(1),
+                true => set.watch_only(std::iter::empty()),
+            }
+            .expect("unwatch");
+            reopen_under(&mut number, &duplicate); // the same socket back
+            watch(2).expect("watch the socket back");
+            peer.write_all(b"!").expect("write");
+            let ready = set.ready();
+            assert_eq!(ready.len(), 1, "listed: {listed}, {ready:?}");
+            assert!(ready[0].is_readable());
+        }
+    }
+
     /// A watch that moved a registration off a closed number failed with `EBADF`, having moved
     /// it, against "the set is left as it was".
     #[test]

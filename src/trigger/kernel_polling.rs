@@ -92,10 +92,20 @@ impl Instance {
         let key = usize::try_from(key).map_err(|_| io::Error::from(io::ErrorKind::OutOfMemory))?;
         let event = Event::new(key, asked.is_readable(), asked.is_writable());
         match add {
+            // On epoll (`polling`'s form on Linux) the file may be in already: an entry the set
+            // could not take out (the number was closed while a duplicate kept the file open,
+            // and the same file is back under it). That entry is this one's.
             // SAFETY: the library deletes the descriptor from the set before it closes it
             // (`Descriptors`, "The library's part"); kqueue drops a descriptor's events when it
             // is closed anyway, so a broken promise leaves nothing behind.
-            true => unsafe { self.0.add_with_mode(fd, event, PollMode::Level) },
+            true => match unsafe { self.0.add_with_mode(fd, event, PollMode::Level) } {
+                Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {
+                    // SAFETY: as above.
+                    let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+                    self.0.modify_with_mode(borrowed, event, PollMode::Level)
+                }
+                added => added,
+            },
             false => {
                 // SAFETY: as above: the number is open while registered; the borrow lasts for
                 // one call that names it and is never read or written through.

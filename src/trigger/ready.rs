@@ -226,6 +226,7 @@ impl Ready {
     /// down its writing side) is `POLLIN` alone, as poll(2) says it — the library reads what is
     /// left, then the end of the stream — and `POLLHUP` is a connection closed both ways. On
     /// Linux these are the kernel's own bits (epoll reports in them); on kqueue and event ports
+    /// (and on Linux built with `--cfg ffi_pump_polling`, the form the crate's CI tests them on)
     /// they are built from what `polling` reports, which has no `POLLHUP`.
     ///
     /// # Examples
