@@ -100,6 +100,14 @@
 //! | `Drop` of what `run_once` captured | end with [`Error::Closed`] as at any close | caught wherever the last reference goes (on smol this aborted) | `promises.rs :: issue_21_a_panicking_drop_of_run_once_never_aborts` |
 //! | `Drop` of what a check, a call or a post captured | unaffected | caught; goes on | `promises.rs :: issue_21_panicking_drops_of_checks_and_calls_stay_in_the_pump` |
 //!
+//! Wakers are the executor's code, not the crate's: the pump wakes tasks through
+//! `event-listener`, which calls a waker with its list locked. A waker that panics kills the
+//! thread that woke it (the driver: the pump closes), and one that drops its own task inside
+//! `wake` (an executor on `async-task` whose schedule function drops the `Runnable`, once it has
+//! shut down) deadlocks that thread if the task held a listener of the same event: the driver, a
+//! [`Pump::turn`], [`Pump::closed`], a [`Strategy::Broadcast`] wait. The wakers of smol,
+//! async-std and tokio reschedule their task and return.
+//!
 //! # Backends
 //!
 //! The pump future only needs `async-io`'s timer, which drives itself, so it runs on any
