@@ -608,7 +608,7 @@ mod shared_inodes {
         let (new_socket, _new_peer) = UnixStream::pair().expect("socketpair");
         type MakeReady = Box<dyn FnOnce(&OwnedFd)>;
         let cases: [(OwnedFd, OwnedFd, MakeReady); 2] = [
-            (eventfd(), eventfd(), Box::new(|old| signal(old))),
+            (eventfd(), eventfd(), Box::new(signal)),
             (
                 old_socket.into(),
                 new_socket.into(),
