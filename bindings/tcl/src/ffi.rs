@@ -29,6 +29,7 @@ pub const TCL_ALL_EVENTS: c_int = !TCL_DONT_WAIT;
 
 extern "C" {
     pub fn Tcl_FindExecutable(argv0: *const c_char);
+    pub fn Tcl_InitNotifier() -> *mut c_void;
     pub fn Tcl_CreateInterp() -> *mut Tcl_Interp;
     pub fn Tcl_DeleteInterp(interp: *mut Tcl_Interp);
     pub fn Tcl_FinalizeThread();

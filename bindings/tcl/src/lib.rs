@@ -108,8 +108,19 @@ fn tcl_now() -> i64 {
 impl Interp {
     fn new(schedule: Schedule, counters: Arc<Counters>) -> Result<Interp, ffi_pump::FactoryError> {
         static INIT: Once = Once::new();
-        // SAFETY: initialises Tcl's process-wide state; a null argv0 is allowed.
-        INIT.call_once(|| unsafe { ffi::Tcl_FindExecutable(std::ptr::null()) });
+        INIT.call_once(|| {
+            // SAFETY: initialises Tcl's process-wide state; a null argv0 is allowed.
+            unsafe { ffi::Tcl_FindExecutable(std::ptr::null()) };
+            // A notifier use never given back, so Tcl's count of them never falls to 0 when an
+            // interpreter's thread finalizes: its notifier thread then starts once and stays.
+            // Stopping it leaks a descriptor at random: Tcl 8.6's `Tcl_FinalizeNotifier` writes
+            // "q" to that thread's trigger pipe, then reads `triggerPipe` again, unlocked, to
+            // close it; the woken thread may have set it to -1 by then, and `close(-1)` leaves
+            // the pipe's write end open.
+            // SAFETY: Tcl is initialised (above). It sets up this thread's notifier data, which
+            // this thread's `Tcl_FinalizeThread` frees, and counts one more use, on purpose.
+            unsafe { ffi::Tcl_InitNotifier() };
+        });
         // SAFETY: no precondition; the interpreter belongs to this (the pump) thread.
         let raw = unsafe { ffi::Tcl_CreateInterp() };
         if raw.is_null() {
