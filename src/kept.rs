@@ -15,15 +15,28 @@ pub(crate) type Key = (usize, u64);
 
 thread_local! {
     static KEPT: RefCell<HashMap<Key, Box<dyn Any>>> = RefCell::new(HashMap::new());
-    /// The request whose `start` runs on this thread now, and whether its completer was
-    /// dropped unanswered in a panic, leaving the answer to [`run_start`]'s caller.
-    static STARTING: Cell<Option<(Key, bool)>> = const { Cell::new(None) };
+    /// The request whose `start` runs on this thread now, and what became of its completer.
+    static STARTING: Cell<Option<(Key, Completer)>> = const { Cell::new(None) };
+}
+
+/// What became of the completer of a request while its `start` ran.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Completer {
+    /// Kept, as far as `start` knows: what it returns is kept until the request is answered.
+    Kept,
+    /// Answered (or dropped unanswered, which answers it) inside `start`, on this thread:
+    /// nothing is kept for a cancel.
+    Answered,
+    /// Dropped unanswered in a panic, leaving the answer to [`run_start`]'s caller.
+    Lost,
 }
 
 /// How a request's `start` ended ([`run_start`]).
 pub(crate) enum StartEnded<T> {
-    /// It returned, and its completer is answered or kept.
+    /// It returned, and its completer is kept (or went to another thread).
     Returned(T),
+    /// It returned, and its completer was answered inside it: what it returned is not kept.
+    Answered(T),
     /// It returned, but its completer went unanswered in a panic it caught itself.
     CompleterLost(T),
     /// It panicked; its completer, if it went with the panic, left the answer to the caller.
@@ -34,20 +47,37 @@ pub(crate) enum StartEnded<T> {
 /// its panic caught.
 pub(crate) fn run_start<T>(key: Key, start: impl FnOnce() -> T) -> StartEnded<T> {
     let before = STARTING
-        .try_with(|starting| starting.replace(Some((key, false))))
+        .try_with(|starting| starting.replace(Some((key, Completer::Kept))))
         .ok()
         .flatten();
     let started = std::panic::catch_unwind(std::panic::AssertUnwindSafe(start));
-    let lost = STARTING
+    let completer = STARTING
         .try_with(|starting| starting.replace(before))
         .ok()
         .flatten()
-        .is_some_and(|(_, lost)| lost);
-    match started {
-        Ok(value) if lost => StartEnded::CompleterLost(value),
-        Ok(value) => StartEnded::Returned(value),
-        Err(panic) => StartEnded::Panicked(panic),
+        .map_or(Completer::Kept, |(_, completer)| completer);
+    match (started, completer) {
+        (Ok(value), Completer::Lost) => StartEnded::CompleterLost(value),
+        (Ok(value), Completer::Answered) => StartEnded::Answered(value),
+        (Ok(value), Completer::Kept) => StartEnded::Returned(value),
+        (Err(panic), _) => StartEnded::Panicked(panic),
     }
+}
+
+/// For the completer of request `key`, answered: whether the `start` of that request runs on
+/// this thread, whose caller then drops what it returns at once rather than keep it.
+pub(crate) fn answered_in_start(key: Key) -> bool {
+    STARTING
+        .try_with(|starting| match starting.get() {
+            Some((running, completer)) if running == key => {
+                if completer == Completer::Kept {
+                    starting.set(Some((key, Completer::Answered)));
+                }
+                true
+            }
+            _ => false,
+        })
+        .unwrap_or(false)
 }
 
 /// For the completer of request `key`, dropped unanswered as a panic unwinds: whether the
@@ -57,7 +87,7 @@ pub(crate) fn leave_answer_to_start(key: Key) -> bool {
     STARTING
         .try_with(|starting| match starting.get() {
             Some((running, _)) if running == key => {
-                starting.set(Some((key, true)));
+                starting.set(Some((key, Completer::Lost)));
                 true
             }
             _ => false,

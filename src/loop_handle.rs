@@ -401,8 +401,10 @@ impl<S: 'static> LoopHandle<S> {
     /// `Send`); `cancel` runs there with it if the request gives up first (times out, is
     /// dropped, or the pump closes) — only if `start` ran, and not once the request was
     /// answered. What `start` returned is kept on the loop's thread until then, and dropped
-    /// there once the request is answered: at once when answered on the loop's thread after
-    /// `start` returned (from `run_once`, as C callbacks do), else at the loop's next run.
+    /// there once the request is answered: at once when answered on the loop's thread (from
+    /// `run_once`, as C callbacks do), as `start` returns when answered inside it (a library
+    /// that refuses the work at once), else at the loop's next run — which on a loop with
+    /// nothing due comes with a kick, a call or readiness.
     ///
     /// [`submit`](LoopHandle::submit) is the same for a library whose results are keyed by its
     /// own ids in a [`Completions`] table.
@@ -478,6 +480,10 @@ impl<S: 'static> LoopHandle<S> {
             (),
             move |state| match crate::kept::run_start(key, || start(state, done)) {
                 StartEnded::Returned(kept) => crate::kept::keep(key, Box::new(kept)),
+                // Answered already: nothing to cancel, and no run may come soon to drop it.
+                StartEnded::Answered(kept) => {
+                    crate::unwind::drop_caught(kept);
+                }
                 // Its completer went in a panic that `start` caught: unanswered, so nothing is
                 // kept for a cancel.
                 StartEnded::CompleterLost(kept) => {

@@ -169,10 +169,11 @@ impl<V> Completer<V> {
     }
 
     /// The request is answered: what `start` returned goes, here if this is the loop's thread
-    /// and it was kept already, else at the loop's next run.
+    /// and it was kept already, or as `start` returns if answered inside it, else at the loop's
+    /// next run.
     fn forget_kept(&mut self) {
         if let Some((key, forget)) = self.kept.take() {
-            if !kept::forget_here(key) {
+            if !kept::forget_here(key) && !kept::answered_in_start(key) {
                 if let Some(forget) = forget.upgrade() {
                     forget.forget(key);
                 }

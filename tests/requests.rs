@@ -146,8 +146,9 @@ on_every_backend! {
 }
 
 /// What `start` returns stays on the loop's thread (it holds an `Rc`: not `Send`), goes to the
-/// cancel if the request gives up, and is dropped once the request is answered (at a later run
-/// when answered inside `start` or from another thread); at the close, the cancel gets it.
+/// cancel if the request gives up, and is dropped once the request is answered (as `start`
+/// returns when answered inside it, at a later run when answered from another thread); at the
+/// close, the cancel gets it.
 #[test]
 fn what_start_returns_goes_to_the_cancel_or_is_dropped_once_answered() {
     use std::rc::Rc;
@@ -190,7 +191,9 @@ fn what_start_returns_goes_to_the_cancel_or_is_dropped_once_answered() {
             })
         };
 
-        // Answered on the loop's thread, inside `start` itself: dropped by the next run.
+        // Answered on the loop's thread, inside `start` itself (a library that refuses the
+        // work at once): dropped as `start` returns, with no run to come (found by a probe: it
+        // waited for one, for ever on a loop with nothing due).
         let make = token.clone();
         let answered = handle.request(
             move |_, done: Completer<u64>| {
@@ -200,7 +203,21 @@ fn what_start_returns_goes_to_the_cancel_or_is_dropped_once_answered() {
             cancel(),
         );
         assert_eq!(common::within("answered", answered).await, Ok(1));
-        dropped_by_a_run("dropped after the answer inside start").await;
+        let live_now = live.clone();
+        common::eventually("dropped as start returned, no run made", move || {
+            live_now.load(SeqCst) == 0
+        })
+        .await;
+        // Dropped unanswered inside `start`: the same.
+        let make = token.clone();
+        let unanswered = handle.request(move |_, _: Completer<u64>| make(5), cancel());
+        let outcome = common::within("unanswered", unanswered).await;
+        assert_eq!(outcome, Err(Error::Unanswered));
+        let live_now = live.clone();
+        common::eventually("dropped as start returned, unanswered", move || {
+            live_now.load(SeqCst) == 0
+        })
+        .await;
 
         // Gave up: the cancel gets the very value.
         let make = token.clone();
