@@ -131,9 +131,13 @@
 //! `dbus_connection_set_watch_functions`). Take the pump's set in the factory
 //! ([`Setup::descriptors`]) and give its callbacks a clone each: they register the descriptor
 //! the library names under a token of your choice (curl: the socket; D-Bus: the watch), for
-//! reading, writing or nothing (a disabled watch), and remove it — no lock, no `unsafe`. Each
-//! run hands [`Run::ready`] to the library, token by token; its callbacks may change the set
-//! meanwhile. When its timer callback fires, keep the instant and return it from `run_once`;
+//! reading, writing or nothing (a disabled watch), and remove it — no lock, and no `unsafe` for
+//! the descriptor (a raw C callback reaches its clone through its `void *` user data, a boxed
+//! clone kept alive until the library is freed). Each run hands [`Run::ready`] to the library,
+//! token by token; its callbacks may change the set meanwhile. The list has one entry per
+//! registration: a library that processes a descriptor at a time (c-ares' `ares_process_fd`)
+//! merges the entries of one [`fd`](crate::Ready::fd) first, or it processes that descriptor
+//! twice. When its timer callback fires, keep the instant and return it from `run_once`;
 //! [`Run::deadline_passed`] says when it came. The pump waits on the whole set, whether or not a
 //! task waits (data the library queued goes out), on the deadline, on kicks and calls.
 //!

@@ -24,7 +24,11 @@ use crate::sync::AtomicU64;
 pub struct Stats {
     /// How many times `run_once` has been called.
     pub rounds: u64,
-    /// Waits that have been polled and have not finished yet.
+    /// Waits not finished yet: a `wait_*` future from its first poll, a
+    /// [`LoopHandle::request`](crate::LoopHandle::request) or
+    /// [`submit`](crate::LoopHandle::submit) from the call that made it (its work starts then),
+    /// a [`Subscription`](crate::Subscription) from its first poll until it ends or is dropped.
+    /// Each keeps the pump's ticks and deadlines going (see "Idle" in the crate docs).
     pub pending_waits: usize,
     /// Timer ticks that found a [`Pump::turn`](crate::Pump::turn) running the loop and joined it
     /// instead of running it again.

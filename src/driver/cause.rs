@@ -28,7 +28,9 @@ pub enum Cause {
     /// The interval timer ticked ([`Next::Tick`](crate::Next::Tick)).
     Tick,
     /// A request for a run as soon as possible: [`Pump::kick`](crate::Pump::kick), a
-    /// [`Kicker`](crate::Kicker), the first wait after idle, and — for a loop on its own thread —
+    /// [`Kicker`](crate::Kicker), the first wait after idle on a pump that does not tick (to hear
+    /// its first deadline; a ticking pump's first run is a [`Tick`](Cause::Tick), one interval
+    /// on), and — for a loop on its own thread —
     /// a [`LoopHandle`](crate::LoopHandle) call or post and a [`Pump::turn`](crate::Pump::turn)
     /// asked from another thread.
     Kick,
