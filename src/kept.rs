@@ -134,6 +134,17 @@ pub(crate) fn forget_pump(pump: usize) {
     crate::unwind::drop_each_caught(values);
 }
 
+/// What was kept for `key` goes, its request answered (or its subscription ended by the
+/// library): here if this is the loop's thread and it was kept already, or as its `start`
+/// returns if that runs here now, else at the loop's next run (word sent through `forget`).
+pub(crate) fn forget(key: Key, forget: &std::sync::Weak<dyn Forget>) {
+    if !forget_here(key) && !answered_in_start(key) {
+        if let Some(forget) = forget.upgrade() {
+            forget.forget(key);
+        }
+    }
+}
+
 /// Where a request answered away from the loop's thread sends word to drop what was kept for it.
 pub(crate) trait Forget: Send + Sync {
     /// Drops what was kept for `key`, on the loop's thread, at its next run.

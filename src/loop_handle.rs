@@ -507,17 +507,21 @@ impl<S: 'static> LoopHandle<S> {
 impl<S: 'static> LoopHandle<S> {
     /// Subscribes to many values (bus signals, incoming messages, an I/O watch, a repeating
     /// timer): `start` runs on the loop's thread with the state and an [`Emitter`] (to keep, and
-    /// emit values with, typically from `run_once`); the values arrive in order on the returned
-    /// [`Subscription`], a `Stream`. Dropping the stream runs `stop` there with its id (only if
-    /// `start` ran, and not if the library ended the subscription first, with
-    /// [`Emitter::end`] or by dropping the emitter), to unsubscribe in C. A close ends the
-    /// stream with the pump's reason, after running `stop` with the state.
+    /// emit values with, typically from `run_once`), and returns what `stop` needs (the C
+    /// subscription, the callback data: it need not be `Send`), kept on the loop's thread; the
+    /// values arrive in order on the returned [`Subscription`], a `Stream`. Dropping the stream
+    /// runs `stop` there with the state and what `start` returned, to unsubscribe in C — only
+    /// if `start` returned, and not if the library ended the subscription first (with
+    /// [`Emitter::end`] or by dropping the emitter: what `start` returned is then dropped on the
+    /// loop's thread, as a request's is once answered). A close ends the stream with the pump's
+    /// reason, after running `stop`. No table or id of the binding's own.
     ///
     /// `capacity` bounds the values held and not yet taken: past it, [`Emitter::emit`] hands the
     /// value back and the library decides what to do with it. A zero capacity is taken as one.
     ///
     /// A panic in `start` is caught on the loop's thread, which goes on; the emitter goes with
-    /// it, which ends the stream as the library would (`None`, and no `stop`).
+    /// it, which ends the stream as the library would (`None`, and no `stop`). A panic in
+    /// `stop` is caught there too.
     ///
     /// # Examples
     ///
@@ -544,32 +548,53 @@ impl<S: 'static> LoopHandle<S> {
     /// # Ok::<(), ffi_pump::Error>(())
     /// # }).unwrap();
     /// ```
-    pub fn subscribe<V, F, C>(&self, capacity: usize, start: F, stop: C) -> Subscription<V>
+    pub fn subscribe<V, T, F, C>(&self, capacity: usize, start: F, stop: C) -> Subscription<V>
     where
         V: Send + 'static,
-        F: FnOnce(&mut S, Emitter<V>) + Send + 'static,
-        C: FnOnce(&mut S, RequestId) + Send + 'static,
+        T: 'static,
+        F: FnOnce(&mut S, Emitter<V>) -> T + Send + 'static,
+        C: FnOnce(&mut S, T) + Send + 'static,
     {
         let id = RequestId(self.calls.next_request());
+        let key = (self.core.id(), id.get());
+        let forget: Weak<dyn crate::kept::Forget> = Arc::downgrade(&self.calls) as _;
         let channel = crate::subscription::Channel::new(capacity.max(1));
-        let emitter = Emitter::new(channel.clone(), id, Arc::downgrade(&self.core));
-        let started = Started::default();
-        let ran = started.clone();
-        // Held until the stream is dropped; at a close it runs with the other cleanups, unless
-        // the library ended the subscription meanwhile (nothing to stop then).
+        let emitter = Emitter::new(
+            channel.clone(),
+            id,
+            Arc::downgrade(&self.core),
+            (key, forget),
+        );
+        // Held until the stream is dropped; at a close it runs with the other cleanups. What
+        // `start` returned is there only if it ran, returned, and the library has not ended the
+        // subscription (the emitter let go of it then, or is about to: dropped here).
         let ended = channel.clone();
         let held = self.hold_cleanup(Box::new(move |state| {
-            let state = state.filter(|_| ran.ran() && !ended.ended_by_the_library());
-            if let Some(state) = state {
-                let _ = catch_unwind(AssertUnwindSafe(|| stop(state, id)));
+            let kept = crate::kept::take::<T>(key);
+            match (state.filter(|_| !ended.ended_by_the_library()), kept) {
+                (Some(state), Some(kept)) => {
+                    let _ = catch_unwind(AssertUnwindSafe(|| stop(state, kept)));
+                }
+                (_, kept) => {
+                    crate::unwind::drop_caught(kept);
+                }
             }
         }));
         // A closed pump drops `start`, and the emitter with it: the stream ends with the
-        // pump's reason.
-        let start = move |state: &mut S| start(state, emitter);
-        let _ = self.post(started.marking(start, |panic| {
-            crate::unwind::drop_caught(panic);
-        }));
+        // pump's reason. A panic in `start` drops the emitter as it unwinds: ended by the
+        // library, nothing kept.
+        let _ = self.post(move |state: &mut S| {
+            match crate::kept::run_start(key, || start(state, emitter)) {
+                StartEnded::Returned(kept) => crate::kept::keep(key, Box::new(kept)),
+                // Ended by the library inside `start`: no stop will take it.
+                StartEnded::Answered(kept) | StartEnded::CompleterLost(kept) => {
+                    crate::unwind::drop_caught(kept);
+                }
+                StartEnded::Panicked(panic) => {
+                    crate::unwind::drop_caught(panic);
+                }
+            }
+        });
         Subscription::new(channel, self.core.clone(), id, held)
     }
 }

@@ -173,11 +173,7 @@ impl<V> Completer<V> {
     /// next run.
     fn forget_kept(&mut self) {
         if let Some((key, forget)) = self.kept.take() {
-            if !kept::forget_here(key) && !kept::answered_in_start(key) {
-                if let Some(forget) = forget.upgrade() {
-                    forget.forget(key);
-                }
-            }
+            kept::forget(key, &forget);
         }
     }
 }

@@ -106,14 +106,27 @@ pub struct Emitter<V> {
     channel: Arc<Channel<V>>,
     id: RequestId,
     core: Weak<Core>,
+    /// Where what `start` returned is kept, to let go of it once the library ends the
+    /// subscription: no stop will take it then.
+    kept: (crate::kept::Key, Weak<dyn crate::kept::Forget>),
 }
 
 impl<V> Emitter<V> {
-    pub(crate) fn new(channel: Arc<Channel<V>>, id: RequestId, core: Weak<Core>) -> Self {
-        Emitter { channel, id, core }
+    pub(crate) fn new(
+        channel: Arc<Channel<V>>,
+        id: RequestId,
+        core: Weak<Core>,
+        kept: (crate::kept::Key, Weak<dyn crate::kept::Forget>),
+    ) -> Self {
+        Emitter {
+            channel,
+            id,
+            core,
+            kept,
+        }
     }
 
-    /// This subscription's id, as its stop will be handed it.
+    /// This subscription's id: unique among the requests and subscriptions of its pump.
     pub fn id(&self) -> RequestId {
         self.id
     }
@@ -169,7 +182,8 @@ impl<V> Emitter<V> {
 
     /// Ends the subscription from the library's side (its C source finished, say): the stream
     /// yields what it holds, then ends (`None`). Returns whether this ended it: if so, its stop
-    /// will not run, and the library unsubscribes in C itself if it has to; if not — the stream
+    /// will not run (what its `start` returned is dropped on the loop's thread: here, if this
+    /// is that thread), and the library unsubscribes in C itself if it has to; if not — the stream
     /// was dropped or ended first, or the pump closed — its stop runs (or ran) on the loop's
     /// thread (a stream that ended but is still held: once it is dropped, or at the close), and
     /// the library leaves the unsubscribing to it. One step under the subscription's lock, so
@@ -209,11 +223,15 @@ impl<V> Emitter<V> {
     fn end_here(&self) -> bool {
         // Dropped with the state as the pump closes: the stream ends with the close reason.
         let core = self.core.upgrade();
-        self.channel.change(|state| {
+        let ended = self.channel.change(|state| {
             let ends = open(core.as_ref()) && !state.subscriber_gone && !state.emitter_gone;
             state.emitter_gone |= ends;
             (ends, true)
-        })
+        });
+        if ended {
+            crate::kept::forget(self.kept.0, &self.kept.1);
+        }
+        ended
     }
 
     /// Whether the subscription still takes values: it was not dropped, did not end, and its

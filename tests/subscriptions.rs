@@ -70,7 +70,11 @@ fn source() -> (Pump, LoopHandle<Source>) {
 fn subscribe(handle: &LoopHandle<Source>, capacity: usize) -> ffi_pump::Subscription<u64> {
     handle.subscribe(
         capacity,
-        |source, emitter| source.subscriber = Some(emitter),
+        |source, emitter| {
+            let id = emitter.id(); // what the stop gets: the library's handle, here its id
+            source.subscriber = Some(emitter);
+            id
+        },
         |source, id| {
             source.subscriber = None;
             source.stopped_on = Some((id, std::thread::current().id()));
@@ -445,4 +449,116 @@ fn the_library_ending_a_subscription_and_its_stream_dropped_unsubscribe_once() {
             "(stops, unsubscribed by the library), the stream dropped first: {stream_dropped_first}"
         );
     }
+}
+
+/// What `start` returns stays on the loop's thread (it holds an `Rc`: not `Send`) and goes to
+/// the stop when the stream is dropped or the pump closes; once the library ends the
+/// subscription — from the loop's thread, inside `start`, or from another thread — it is
+/// dropped there, and no stop runs.
+#[test]
+fn what_start_returns_goes_to_the_stop_or_is_dropped_once_the_library_ends_it() {
+    use std::rc::Rc;
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    use std::sync::{Arc, Mutex};
+
+    /// A value `start` returns: counted live while it exists.
+    struct Token(u64, std::marker::PhantomData<Rc<()>>, Arc<AtomicUsize>);
+    impl Drop for Token {
+        fn drop(&mut self) {
+            self.2.fetch_sub(1, SeqCst);
+        }
+    }
+    let live = Arc::new(AtomicUsize::new(0));
+    let token = {
+        let live = live.clone();
+        move |n: u64| {
+            live.fetch_add(1, SeqCst);
+            Token(n, std::marker::PhantomData, live.clone())
+        }
+    };
+    let stopped = Arc::new(Mutex::new(Vec::new()));
+    let stop = {
+        let stopped = stopped.clone();
+        move || {
+            let stopped = stopped.clone();
+            move |_: &mut Vec<Emitter<u8>>, token: Token| stopped.lock().unwrap().push(token.0)
+        }
+    };
+    let (pump, handle) = Pump::builder()
+        .build_with_state(|_| Ok(Vec::<Emitter<u8>>::new()), |_, _| None)
+        .expect("pump thread starts");
+    futures_lite::future::block_on(async {
+        let subscribe = |n: u64| {
+            let make = token.clone();
+            handle.subscribe(
+                4,
+                move |held: &mut Vec<Emitter<u8>>, emitter| {
+                    held.push(emitter);
+                    make(n)
+                },
+                stop(),
+            )
+        };
+        let ran = || within("a call", handle.call(|_| {}));
+
+        // The stream dropped: the stop gets the very value.
+        let dropped = subscribe(1);
+        ran().await.expect("started");
+        drop(dropped);
+        ran().await.expect("the stop ran before this call");
+        assert_eq!(*stopped.lock().unwrap(), [1]);
+        assert_eq!(live.load(SeqCst), 0);
+
+        // Ended by the library on the loop's thread: dropped there at once, no stop.
+        let mut ended = subscribe(2);
+        let end = handle.call(|held| held.pop().expect("subscribed").end());
+        assert_eq!(within("the end", end).await, Ok(true));
+        assert_eq!(live.load(SeqCst), 0, "dropped as the library ended it");
+        assert_eq!(within("the stream's end", ended.next()).await, None);
+        drop(ended);
+
+        // Ended inside `start` (a library that refuses the subscription): dropped as it returns.
+        let make = token.clone();
+        let mut refused = handle.subscribe(
+            4,
+            move |_, emitter: Emitter<u8>| {
+                drop(emitter);
+                make(3)
+            },
+            stop(),
+        );
+        assert_eq!(within("the refusal", refused.next()).await, None);
+        drop(refused);
+        let live_now = live.clone();
+        common::eventually("dropped as start returned", move || {
+            live_now.load(SeqCst) == 0
+        })
+        .await;
+
+        // Ended from another thread: dropped on the loop's thread at its next call or run.
+        let elsewhere = subscribe(4);
+        let emitter = handle
+            .call(|held| held.pop().expect("subscribed"))
+            .await
+            .expect("open");
+        let ended = std::thread::spawn(move || emitter.end())
+            .join()
+            .expect("ends");
+        assert!(ended);
+        ran().await.expect("a call after the word");
+        assert_eq!(live.load(SeqCst), 0, "dropped on the loop's thread");
+        drop(elsewhere);
+
+        // Open at the close: the stop gets it, on the loop's thread, before it ends.
+        let _open = subscribe(5);
+        ran().await.expect("started");
+        pump.close();
+        pump.closed().await.expect("closed from outside the pump");
+        assert_eq!(
+            *stopped.lock().unwrap(),
+            [1, 5],
+            "no stop for what the library ended"
+        );
+        assert_eq!(live.load(SeqCst), 0);
+    });
 }
