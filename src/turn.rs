@@ -117,7 +117,7 @@ async fn turn(core: Arc<Core>) -> Result<(), Error> {
             break;
         }
         let before = core.next.get();
-        let ran = guard.run(None);
+        let ran = guard.run(None)?;
         // The driver sleeps on what the runs it made said; what this one says is news to it (a
         // deadline, ticks, or nothing due any more).
         if core.next.get() != before {

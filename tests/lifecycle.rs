@@ -312,3 +312,68 @@ fn a_wait_queued_for_the_loop_lock_never_checks_after_the_close() {
         futures_lite::future::block_on(pump.closed()).expect("closed by close()");
     }
 }
+
+/// Found by a randomized stress probe: a driver woken by a kick, or a turn, that queued for the
+/// loop lock while a check held it got the lock after `close()` had returned, and ran the loop
+/// ("the loop is not called again"). On every backend that drives a loop in the pump.
+#[test]
+fn a_run_queued_for_the_loop_lock_never_starts_after_close_returned() {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::mpsc;
+
+    // How the run queues: the driver for a kick, or a turn of another thread.
+    let kick = |pump: &Pump| pump.kick();
+    let turn = |pump: &Pump| {
+        let turner = pump.clone();
+        std::thread::spawn(move || drop(async_io::block_on(turner.turn())));
+    };
+    type Queue<'a> = (&'a str, &'a dyn Fn(&Pump));
+    let queues: [Queue<'_>; 2] = [("kick", &kick), ("turn", &turn)];
+    for strategy in STRATEGIES {
+        for (how, queue) in queues {
+            let closed = Arc::new(AtomicBool::new(false));
+            let after = Arc::new(AtomicU64::new(0));
+            let (flag, count) = (closed.clone(), after.clone());
+            let pump = Pump::builder()
+                .interval(Duration::from_secs(3600))
+                .strategy(strategy)
+                .build(move || {
+                    if flag.load(Ordering::SeqCst) {
+                        count.fetch_add(1, Ordering::SeqCst);
+                    }
+                })
+                .expect("valid settings");
+            pump.spawn_on(ffi_pump::Backend::Thread)
+                .expect("thread backend");
+            // A check that holds the loop lock until released (a slow status call into C).
+            let (entered_tx, entered) = mpsc::channel();
+            let (release, released) = mpsc::channel::<()>();
+            let waiter = pump.clone();
+            let checking = std::thread::spawn(move || {
+                let mut first = true;
+                let check = move || {
+                    if std::mem::take(&mut first) {
+                        entered_tx.send(()).expect("the test waits");
+                        released.recv().expect("the test releases");
+                    }
+                    true
+                };
+                async_io::block_on(waiter.wait_until(check).timeout(Duration::from_secs(10)))
+            });
+            entered.recv().expect("the check runs");
+            queue(&pump);
+            // Time for the run to queue for the lock; a shorter one only weakens the test.
+            std::thread::sleep(Duration::from_millis(50));
+            assert!(pump.close());
+            closed.store(true, Ordering::SeqCst);
+            release.send(()).expect("the check waits");
+            let _ = checking.join();
+            async_io::block_on(pump.closed()).expect("closed");
+            let after = after.load(Ordering::SeqCst);
+            assert_eq!(
+                after, 0,
+                "runs after close() returned ({strategy:?}, {how})"
+            );
+        }
+    }
+}

@@ -646,3 +646,88 @@ fn a_timer_armed_before_a_turn_said_otherwise_makes_no_run() {
         pump.close();
     }));
 }
+
+/// Found by a randomized stress probe: a pump turned by the readiness of a descriptor its
+/// `run_once` owns was closed, and `closed()` returned (dropping `run_once`, the descriptor with
+/// it), while the driver was still between the readiness run and its next step (here: waking a
+/// wait whose waker is slow). The driver then found the descriptor gone and failed the pump
+/// with `Error::Trigger`, which replaced `Closed` as the answer of every later wait.
+#[cfg(unix)]
+#[test]
+fn a_pump_closed_stays_closed_when_its_descriptor_goes_with_the_loop() {
+    use std::future::Future;
+    use std::io::{Read, Write};
+    use std::os::unix::net::UnixStream;
+    use std::sync::atomic::AtomicU64;
+    use std::task::{Context, Wake, Waker};
+
+    /// A waker whose first wake takes a while (a busy executor, a preempted thread); says when
+    /// that wake returned.
+    struct SlowWaker(AtomicBool, AtomicBool);
+    impl Wake for SlowWaker {
+        fn wake(self: Arc<Self>) {
+            self.wake_by_ref();
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            if self.0.swap(false, Ordering::SeqCst) {
+                thread::sleep(Duration::from_millis(300));
+                self.1.store(true, Ordering::SeqCst);
+            }
+        }
+    }
+
+    let (library_side, signal) = UnixStream::pair().expect("socket pair");
+    library_side.set_nonblocking(true).expect("nonblocking");
+    let runs = Arc::new(AtomicU64::new(0));
+    let counter = runs.clone();
+    let mut library = Some(library_side);
+    let pump = Pump::builder()
+        .interval(HOUR)
+        .run_on_readable(library.as_ref().expect("made"))
+        .build(move || {
+            // The library owns its descriptor, as a binding's run_once does, and drains it.
+            let mut buf = [0; 64];
+            while let Some(Ok(1..)) = library.as_mut().map(|fd| fd.read(&mut buf)) {}
+            counter.fetch_add(1, Ordering::SeqCst);
+        })
+        .expect("valid settings");
+    pump.spawn_on(ffi_pump::Backend::Thread)
+        .expect("thread backend");
+    // A wait the readiness run completes; the driver wakes it, slowly, right after that run.
+    let seen = runs.clone();
+    let mut wait = Box::pin(pump.wait_until(move || seen.load(Ordering::SeqCst) > 0));
+    let slow = Arc::new(SlowWaker(AtomicBool::new(true), AtomicBool::new(false)));
+    let waker = Waker::from(slow.clone());
+    assert!(wait
+        .as_mut()
+        .poll(&mut Context::from_waker(&waker))
+        .is_pending());
+    (&signal).write_all(&[1]).expect("signal");
+    let started = Instant::now();
+    while runs.load(Ordering::SeqCst) == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the readiness run"
+        );
+        thread::sleep(Duration::from_micros(100));
+    }
+    assert!(pump.close());
+    async_io::block_on(pump.closed()).expect("closed by close()");
+    let answer = || async_io::block_on(pump.wait_until(|| true));
+    assert_eq!(answer(), Err(Error::Closed), "right after closed()");
+    // The driver takes its next step once the slow wake returns: watched for 300 ms after.
+    let started = Instant::now();
+    while !slow.1.load(Ordering::SeqCst) {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the slow wake returns"
+        );
+        thread::sleep(Duration::from_millis(1));
+    }
+    let returned = Instant::now();
+    while returned.elapsed() < Duration::from_millis(300) {
+        assert_eq!(answer(), Err(Error::Closed), "once the driver looked again");
+        thread::sleep(Duration::from_millis(1));
+    }
+    drop(wait);
+}

@@ -214,8 +214,14 @@ impl<'a> LoopGuard<'a> {
     /// broadcast wait: they can check at once. A panic in `run_once` is caught and closes the
     /// pump with [`Error::Panicked`]. Returns the round's figures, for whoever knows why it ran
     /// to report.
-    pub(crate) fn run(mut self, local: Option<&mut dyn FnMut() -> Next>) -> Ran {
+    ///
+    /// # Errors
+    ///
+    /// Why the pump closed, if it has: no run then. Looked at with the lock held, so a driver or
+    /// a turn that queued for it before a close makes no run after `close()` returned.
+    pub(crate) fn run(mut self, local: Option<&mut dyn FnMut() -> Next>) -> Result<Ran, Error> {
         let core = self.core;
+        core.status()?;
         let mut buffers = core.pass_buffers.take();
         let Buffers { woken, removed } = &mut buffers;
         let mut clock = RoundClock::start();
@@ -257,11 +263,11 @@ impl<'a> LoopGuard<'a> {
         let evaluated = buffers.woken.len();
         core.pass_buffers.wake(buffers);
         let listening = core.rounds.announce();
-        Ran {
+        Ok(Ran {
             round,
             woken: evaluated + listening,
             clock,
-        }
+        })
     }
 
     /// Goes on with the checks of a round that a pass left for lack of time, and lets go.

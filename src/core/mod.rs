@@ -149,6 +149,10 @@ impl Core {
     /// of an evaluation), by its [`LoopGuard`] as it lets go; broadcast waits and turns through
     /// the "ran" event; completion tables through their hooks; drivers through the demand event.
     pub(crate) fn close(&self) -> bool {
+        // A reason from the first close on (a no-op after `fail` gave one): a failure noticed
+        // later — a trigger whose descriptor went with the loop `closed()` dropped — is not the
+        // reason of a pump closed already, though a panic of the run in progress still is.
+        self.close.set_reason(Error::Closed);
         if !self.rounds.close() {
             return false;
         }

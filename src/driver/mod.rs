@@ -88,7 +88,10 @@ pub(crate) async fn drive<L: FnMut(Cause) -> Next>(
                     let local = for_cause
                         .as_mut()
                         .map(|run_once| run_once as &mut dyn FnMut() -> Next);
-                    cause.report(core, guard.run(local));
+                    // None after a close: the next step stops.
+                    if let Ok(ran) = guard.run(local) {
+                        cause.report(core, ran);
+                    }
                 }
             }
             // Whoever holds the lock now may be a run, which starts a new round of checks;
