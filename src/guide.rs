@@ -270,6 +270,75 @@
 //! # }
 //! ```
 //!
+//! # C callbacks and their `void *`
+//!
+//! A real C library takes a function pointer and a `void *` of user data, and calls back with
+//! it: the completer (or emitter) travels as that pointer. Leak a box of it in `start`, take it
+//! back in the callback, and take it back in `cancel` from the library, which then never calls
+//! with it: one `unsafe` each, whose argument is the library's promise. The descriptor set's
+//! clone a watch callback reaches the same way is boxed the same way, and lives in the state
+//! until the library is freed (free the library first: its last callbacks may unwatch).
+//!
+//! ```
+//! use ffi_pump::{Completer, Pump};
+//! use std::ffi::{c_int, c_void};
+//! use std::time::Duration;
+//!
+//! /// Stand-in for the C API: `start(callback, user)` begins an operation, `process()` ends
+//! /// each with a call of its callback, `cancel(op)` drops one uncalled and hands `user` back.
+//! type Callback = extern "C" fn(user: *mut c_void, result: c_int);
+//! #[derive(Default)]
+//! struct Library {
+//!     ops: Vec<Option<(Callback, *mut c_void)>>,
+//! }
+//! impl Library {
+//!     fn start(&mut self, callback: Callback, user: *mut c_void) -> usize {
+//!         self.ops.push(Some((callback, user)));
+//!         self.ops.len() - 1
+//!     }
+//!     fn process(&mut self) {
+//!         for (callback, user) in self.ops.iter_mut().filter_map(Option::take) {
+//!             callback(user, 42);
+//!         }
+//!     }
+//!     fn cancel(&mut self, op: usize) -> Option<*mut c_void> {
+//!         self.ops[op].take().map(|(_, user)| user)
+//!     }
+//! }
+//!
+//! extern "C" fn finished(user: *mut c_void, result: c_int) {
+//!     // SAFETY: `user` is the box `start` leaked below; the library calls back once, and
+//!     // never for an operation `cancel` took back.
+//!     let done = unsafe { Box::from_raw(user.cast::<Completer<c_int>>()) };
+//!     done.complete(result);
+//! }
+//!
+//! # futures_lite::future::block_on(async {
+//! let (_pump, library) = Pump::builder()
+//!     .build_with_state(|_| Ok(Library::default()), |library, _| {
+//!         library.process(); // ffi::process(): the callbacks run here
+//!         None
+//!     })?;
+//! let result = library
+//!     .request(
+//!         |library, done: Completer<c_int>| {
+//!             let user = Box::into_raw(Box::new(done)).cast::<c_void>();
+//!             library.start(finished, user) // what the cancel needs
+//!         },
+//!         |library, op| {
+//!             if let Some(user) = library.cancel(op) {
+//!                 // SAFETY: taken back from the library, which will not call back with it.
+//!                 drop(unsafe { Box::from_raw(user.cast::<Completer<c_int>>()) });
+//!             }
+//!         },
+//!     )
+//!     .timeout(Duration::from_secs(2))
+//!     .await?;
+//! assert_eq!(result, 42);
+//! # Ok::<(), ffi_pump::Error>(())
+//! # }).unwrap();
+//! ```
+//!
 //! # Then
 //!
 //! - Time bounds: every wait takes `.timeout(..)`; a request that gives up runs its cancel.
