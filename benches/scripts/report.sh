@@ -2,7 +2,7 @@
 # Regenerates every table of BENCHMARKS.md's "Current figures", one command per table (the same
 # commands the page gives beside each), each table's whole output kept in OUT/NAME.txt:
 #
-#     benches/scripts/report.sh [OUT]          (default: target/report; ~6½ min on 2 cores)
+#     benches/scripts/report.sh [OUT]          (default: target/report; ~7½ min on 2 cores)
 #
 # Run it on an otherwise idle machine: the figures are CPU time and tail latency.
 set -euo pipefail
