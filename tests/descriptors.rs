@@ -845,6 +845,28 @@ mod closed_first {
         }
     }
 
+    /// Found in review: a changed watch of a number the library closed, taken by a file the
+    /// kernel cannot poll (a regular file): the change was refused with `EPERM` before the
+    /// kernel looked for the entry, and the set kept the closed socket's registrations (and a
+    /// later unwatch of one failed).
+    #[test]
+    fn a_number_taken_by_a_file_the_kernel_cannot_poll_lets_the_old_registrations_go() {
+        let (socket, _peer) = UnixStream::pair().expect("socketpair");
+        let mut number: OwnedFd = socket.into();
+        let fd = number.as_raw_fd();
+        let set = Descriptors::new().expect("set");
+        set.watch(fd, Interest::READABLE, 1).expect("watch");
+        set.watch(fd, Interest::WRITABLE, 2).expect("watch");
+        let file = std::fs::File::open("Cargo.toml").expect("a regular file");
+        reopen_under(&mut number, &file); // closed without unwatching
+        assert!(
+            set.watch(fd, Interest::WRITABLE, 1).is_err(),
+            "a regular file"
+        );
+        assert_eq!(set.watched(), [], "the closed socket's registrations");
+        set.unwatch(2).expect("an unknown token by now");
+    }
+
     /// Found by a hostile probe of the `polling` form: a socket closed under its number while
     /// watched (its file kept open by a duplicate), unwatched, and then back under the number:
     /// the kernel still held the entry the set could not take out, and the form refused the

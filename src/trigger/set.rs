@@ -288,14 +288,15 @@ impl Descriptors {
         check(fd)?;
         // The number was closed and names a new file: what was watched under it is gone (the
         // library closed without unwatching), and the new file is watched as new. Where the
-        // kernel refuses to change an entry for another file, a change tells that below; the
-        // look costs its system calls only when the entry stays as it is.
+        // kernel refuses to change an entry for another file, a change tells that below (a
+        // refusal is looked into then); the look costs its system calls only when the entry
+        // stays as it is.
         #[cfg(unix)]
-        if table.fds.contains_key(&fd)
-            && !(Instance::A_CHANGE_CHECKS_THE_FILE
-                && table.changes_entry(fd, token, interest, force))
-            && !table.names_its_file(fd)
-        {
+        let looks_later =
+            Instance::A_CHANGE_CHECKS_THE_FILE && table.changes_entry(fd, token, interest, force);
+        #[cfg(windows)]
+        let looks_later = false;
+        if table.fds.contains_key(&fd) && !looks_later && !table.names_its_file(fd) {
             table.let_go(fd);
             table.leftover = true;
         }
@@ -307,9 +308,13 @@ impl Descriptors {
         let in_the_kernel = table.fds.get(&fd).is_some_and(|w| !w.asked.is_empty());
         match self.apply(table, fd, asked, force) {
             // Its entry refused a change: closed, and perhaps taken by a new file, since the
-            // look above. As there, the old file's registrations go, and this one is watched
-            // as new (a leftover of the old file reports under a key the set no longer knows).
-            Err(err) if in_the_kernel && names_another_file(&err) => {
+            // look above — or, unlooked, by a file the kernel cannot poll (`EPERM`). As there,
+            // the old file's registrations go, and this one is watched as new (a leftover of
+            // the old file reports under a key the set no longer knows).
+            Err(err)
+                if in_the_kernel
+                    && (names_another_file(&err) || (looks_later && !table.names_its_file(fd))) =>
+            {
                 table.let_go(fd);
                 table.leftover = true;
                 self.apply(table, fd, interest, force)?;
