@@ -151,24 +151,10 @@ on_every_backend! {
 /// close, the cancel gets it.
 #[test]
 fn what_start_returns_goes_to_the_cancel_or_is_dropped_once_answered() {
-    use std::rc::Rc;
+    use common::Token;
     use std::sync::Mutex;
 
-    /// A value `start` returns: counted live while it exists.
-    struct Token(u64, std::marker::PhantomData<Rc<()>>, Arc<AtomicUsize>);
-    impl Drop for Token {
-        fn drop(&mut self) {
-            self.2.fetch_sub(1, SeqCst);
-        }
-    }
-    let live = Arc::new(AtomicUsize::new(0));
-    let token = {
-        let live = live.clone();
-        move |n: u64| {
-            live.fetch_add(1, SeqCst);
-            Token(n, std::marker::PhantomData, live.clone())
-        }
-    };
+    let (token, live) = common::tokens();
     let cancelled = Arc::new(Mutex::new(Vec::new()));
     let cancel = {
         let cancelled = cancelled.clone();

@@ -457,25 +457,11 @@ fn the_library_ending_a_subscription_and_its_stream_dropped_unsubscribe_once() {
 /// dropped there, and no stop runs.
 #[test]
 fn what_start_returns_goes_to_the_stop_or_is_dropped_once_the_library_ends_it() {
-    use std::rc::Rc;
-    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    use common::Token;
+    use std::sync::atomic::Ordering::SeqCst;
     use std::sync::{Arc, Mutex};
 
-    /// A value `start` returns: counted live while it exists.
-    struct Token(u64, std::marker::PhantomData<Rc<()>>, Arc<AtomicUsize>);
-    impl Drop for Token {
-        fn drop(&mut self) {
-            self.2.fetch_sub(1, SeqCst);
-        }
-    }
-    let live = Arc::new(AtomicUsize::new(0));
-    let token = {
-        let live = live.clone();
-        move |n: u64| {
-            live.fetch_add(1, SeqCst);
-            Token(n, std::marker::PhantomData, live.clone())
-        }
-    };
+    let (token, live) = common::tokens();
     let stopped = Arc::new(Mutex::new(Vec::new()));
     let stop = {
         let stopped = stopped.clone();

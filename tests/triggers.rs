@@ -544,6 +544,28 @@ fn a_loop_on_its_thread_returning_nothing_ticks() {
     });
 }
 
+/// A pump at a 5 ms interval whose `run_once` says what `next` holds (at first `first`), and
+/// the count of its runs.
+fn scripted_pump(
+    first: ffi_pump::Next,
+) -> (
+    Pump,
+    Arc<Mutex<ffi_pump::Next>>,
+    Arc<std::sync::atomic::AtomicU32>,
+) {
+    let next = Arc::new(Mutex::new(first));
+    let runs = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let (says, counted) = (next.clone(), runs.clone());
+    let pump = Pump::builder()
+        .interval(Duration::from_millis(5))
+        .build(move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+            *says.lock().unwrap()
+        })
+        .expect("valid settings");
+    (pump, next, runs)
+}
+
 // Found by a hostile probe: what a run made by `turn()` said about the next run (a deadline,
 // ticks, nothing due) reached the driver only when something else woke it, so with a wait
 // pending the deadline got no run and a wait on it timed out, ticks never started, and a
@@ -554,16 +576,7 @@ on_every_backend! {
             return; // `turn()` there asks the loop's thread, whose driver made the run
         }
         rt.block_on(async {
-            let next = Arc::new(Mutex::new(ffi_pump::Next::Idle));
-            let runs = Arc::new(std::sync::atomic::AtomicU32::new(0));
-            let (says, counted) = (next.clone(), runs.clone());
-            let pump = Pump::builder()
-                .interval(Duration::from_millis(5))
-                .build(move || {
-                    counted.fetch_add(1, Ordering::SeqCst);
-                    *says.lock().unwrap()
-                })
-                .expect("valid settings");
+            let (pump, next, runs) = scripted_pump(ffi_pump::Next::Idle);
             pump.spawn_on(rt.backend()).expect("backend available");
             let waiting = pump.clone();
             let _pending = rt.spawn(async move { waiting.wait_until(|| false).timeout(HOUR).await });
@@ -604,16 +617,7 @@ on_every_backend! {
 // taken for the tick it had been armed for: a run though the loop had said nothing was due.
 #[test]
 fn a_timer_armed_before_a_turn_said_otherwise_makes_no_run() {
-    let next = Arc::new(Mutex::new(ffi_pump::Next::Tick));
-    let runs = Arc::new(std::sync::atomic::AtomicU32::new(0));
-    let (says, counted) = (next.clone(), runs.clone());
-    let pump = Pump::builder()
-        .interval(Duration::from_millis(5))
-        .build(move || {
-            counted.fetch_add(1, Ordering::SeqCst);
-            *says.lock().unwrap()
-        })
-        .expect("valid settings");
+    let (pump, next, runs) = scripted_pump(ffi_pump::Next::Tick);
     // One thread for the driver and the test: while the test holds it, the driver sleeps on.
     let executor = async_executor::LocalExecutor::new();
     let _driver = executor.spawn(pump.run());

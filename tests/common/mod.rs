@@ -393,3 +393,31 @@ pub async fn pump_with_a_standby_driver(
     let standby = tokio::spawn(pump.run());
     (pump, first, standby)
 }
+
+/// What a request's or a subscription's `start` returns in the tests of what the pump keeps:
+/// numbered, not `Send` (it holds an `Rc`), counted live while it exists.
+pub struct Token(
+    pub u64,
+    std::marker::PhantomData<std::rc::Rc<()>>,
+    Arc<std::sync::atomic::AtomicUsize>,
+);
+
+impl Drop for Token {
+    fn drop(&mut self) {
+        self.2.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// A maker of [`Token`]s, and the count of those alive.
+pub fn tokens() -> (
+    impl Fn(u64) -> Token + Clone + Send + 'static,
+    Arc<std::sync::atomic::AtomicUsize>,
+) {
+    let live = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = live.clone();
+    let make = move |n: u64| {
+        counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Token(n, std::marker::PhantomData, counted.clone())
+    };
+    (make, live)
+}
