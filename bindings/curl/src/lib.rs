@@ -100,7 +100,7 @@ pub enum Schedule {
     /// without socket readiness curl sees what arrived only when `perform()` looks.
     CurlTimeout,
     /// Every `period` while a transfer is open, as an interval-driven client does: the baseline
-    /// of the example's measurement.
+    /// of the example's measurement. A zero period runs curl back to back meanwhile.
     Every(Duration),
 }
 

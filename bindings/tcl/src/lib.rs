@@ -34,7 +34,7 @@ pub enum Schedule {
     /// At the deadline of the next timer (the default): no run while nothing is due.
     Deadlines,
     /// Every `period` while a timer is pending, as a wrapper without deadlines would: the
-    /// baseline of the binding's benchmark.
+    /// baseline of the binding's benchmark. A zero period runs Tcl back to back meanwhile.
     Every(Duration),
 }
 
