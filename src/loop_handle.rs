@@ -137,6 +137,8 @@ impl<S: 'static> LoopHandle<S> {
         R: Send + 'static,
     {
         if let Err(why) = self.core.status() {
+            // What the call captured goes here, its panic kept from the caller.
+            crate::unwind::drop_caught(call);
             return Call::failed(&self.core, why);
         }
         let (reply, answer) = Reply::new();
@@ -181,7 +183,10 @@ impl<S: 'static> LoopHandle<S> {
     where
         F: FnOnce(&mut S) + Send + 'static,
     {
-        self.core.status()?;
+        if let Err(why) = self.core.status() {
+            crate::unwind::drop_caught(post);
+            return Err(why);
+        }
         let sent = self.calls.push(Box::new(move |state: &mut S| {
             let _ = catch_unwind(AssertUnwindSafe(|| post(state)));
         }));

@@ -941,3 +941,121 @@ fn no_value_a_check_hands_out_is_lost_to_a_deadline_passing_at_the_same_time() {
         assert_eq!(pump.stats().pending_waits, 0);
     });
 }
+
+/// Found by a randomized stress probe: on a closed pump a wait, a call and a post return at once
+/// and dropped their closure there, uncaught: its panicking `Drop` landed in the caller. And a
+/// check that runs in the waiting task (`Strategy::Broadcast`, `wait_until_local`), or a wait
+/// never polled, dropped its check in the task that dropped the wait.
+#[test]
+fn a_panicking_drop_of_a_closure_on_a_closed_pump_or_in_a_wait_stays_out_of_the_caller() {
+    use futures_lite::FutureExt;
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+
+    let bomb = || Bomb(Arc::new(AtomicBool::new(false)));
+    futures_lite::future::block_on(async {
+        let pump = Pump::new(|| {});
+        pump.spawn();
+        pump.turn().await.expect("open");
+        pump.close();
+        let armed = bomb();
+        let wait = pump.wait_until(move || {
+            let _ = &armed;
+            false
+        });
+        let outcome = AssertUnwindSafe(wait).catch_unwind().await;
+        assert!(
+            matches!(outcome, Ok(Err(Error::Closed))),
+            "a wait on a closed pump"
+        );
+
+        let (pump, handle) = Pump::builder()
+            .build_with_state(|_| Ok(()), |_, _| None)
+            .expect("pump thread starts");
+        pump.close();
+        pump.closed().await.expect("closed");
+        let armed = bomb();
+        let post = catch_unwind(AssertUnwindSafe(|| handle.post(move |_| drop(armed))));
+        assert!(
+            matches!(post, Ok(Err(Error::Closed))),
+            "a post on a closed pump"
+        );
+        let armed = bomb();
+        let call = catch_unwind(AssertUnwindSafe(|| handle.call(move |_| drop(armed))));
+        let call = call.expect("a call on a closed pump: no panic in the caller");
+        assert_eq!(call.await, Err(Error::Closed));
+    });
+
+    for strategy in common::STRATEGIES {
+        for local in [false, true] {
+            futures_lite::future::block_on(async {
+                let pump = Pump::builder()
+                    .strategy(strategy)
+                    .build(|| {})
+                    .expect("valid");
+                pump.spawn();
+                let armed = bomb();
+                let check = move || {
+                    let _ = &armed;
+                    true
+                };
+                let mut wait = match local {
+                    false => pump.wait_until(check).boxed(),
+                    true => pump.wait_until_local(check).boxed_local(),
+                };
+                assert_eq!(wait.as_mut().await, Ok(()));
+                let dropped = catch_unwind(AssertUnwindSafe(move || drop(wait)));
+                assert!(
+                    dropped.is_ok(),
+                    "{strategy:?}, local: {local}: a finished wait's drop"
+                );
+                let armed = bomb();
+                let never_polled = pump.wait_until(move || {
+                    let _ = &armed;
+                    true
+                });
+                let dropped = catch_unwind(AssertUnwindSafe(move || drop(never_polled)));
+                assert!(dropped.is_ok(), "{strategy:?}: a wait never polled");
+                pump.close();
+            });
+        }
+    }
+}
+
+/// Found by a randomized stress probe: after `close()`, the panicking `Drop` of what `run_once`
+/// captured (run as `closed()` drops the loop) replaced the close's reason, and every later wait
+/// and turn got `Panicked` instead of `Closed`. It is reported in `Stats::panicked` only.
+#[test]
+fn waits_end_with_closed_when_run_onces_drop_panics_after_a_close() {
+    for backend in [ffi_pump::Backend::Smol, ffi_pump::Backend::Thread] {
+        smol::block_on(async {
+            let armed = Bomb(Arc::new(AtomicBool::new(false)));
+            let pump = Pump::new(move || {
+                let _ = &armed;
+            });
+            pump.spawn_on(backend).expect("backend");
+            pump.turn().await.expect("open");
+            let waiting = pump.clone();
+            let pending = smol::spawn(async move { waiting.wait_until(|| false).await });
+            common::pending(&pump, 1).await;
+            pump.close();
+            pump.closed().await.expect("closed by close()");
+            assert_eq!(
+                pending.await,
+                Err(Error::Closed),
+                "{backend:?}: pending at the close"
+            );
+            let later = pump.wait_until(|| false).await;
+            assert_eq!(
+                later,
+                Err(Error::Closed),
+                "{backend:?}: a wait after the close"
+            );
+            assert_eq!(
+                pump.turn().await,
+                Err(Error::Closed),
+                "{backend:?}: a turn after"
+            );
+            assert!(pump.stats().panicked, "{backend:?}: reported");
+        });
+    }
+}

@@ -9,7 +9,7 @@ use std::sync::Weak;
 
 use event_listener::{Event, EventListener};
 
-use crate::sync::{lock, AtomicUsize, Mutex};
+use crate::sync::{lock, AtomicBool, AtomicUsize, Mutex};
 use crate::Error;
 
 /// Something besides the pump's own waits to tell when the pump closes: a completion table,
@@ -35,6 +35,9 @@ pub(crate) struct Close {
     /// the pump closed; `SeqCst` against the listen-then-look of `gone`'s listeners.
     loop_gone: AtomicUsize,
     gone: Event,
+    /// A `Drop` of the user's panicked after the close (the loop's, its state's): reported in
+    /// [`Stats::panicked`](crate::Stats::panicked), not as the close's reason.
+    drop_panicked: AtomicBool,
 }
 
 impl Default for Close {
@@ -44,6 +47,7 @@ impl Default for Close {
             hooks: Mutex::new(Hooks::default()),
             loop_gone: AtomicUsize::new(0),
             gone: Event::new(),
+            drop_panicked: AtomicBool::new(false),
         }
     }
 }
@@ -63,6 +67,16 @@ impl Close {
     /// Why a closed pump is closed.
     pub(crate) fn reason(&self) -> Error {
         lock(&self.reason).clone().unwrap_or(Error::Closed)
+    }
+
+    /// A `Drop` of the user's panicked once the pump had closed.
+    pub(crate) fn note_drop_panic(&self) {
+        self.drop_panicked.store(true, SeqCst);
+    }
+
+    /// Whether a `Drop` of the user's panicked once the pump had closed.
+    pub(crate) fn drop_panicked(&self) -> bool {
+        self.drop_panicked.load(SeqCst)
     }
 
     /// Records why the pump is about to close.

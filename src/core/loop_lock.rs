@@ -217,17 +217,19 @@ impl<'a> LoopGuard<'a> {
     ///
     /// # Errors
     ///
-    /// Why the pump closed, if it has: no run then. Looked at with the lock held, so a driver or
-    /// a turn that queued for it before a close makes no run after `close()` returned.
+    /// Why the pump closed, if it has: no run then. The run starts in one step with a look at
+    /// the close, so a driver or a turn that queued for the lock before a close, or got it as
+    /// the close came, makes no run after `close()` returned.
     pub(crate) fn run(mut self, local: Option<&mut dyn FnMut() -> Next>) -> Result<Ran, Error> {
         let core = self.core;
-        core.status()?;
+        if !core.rounds.start() {
+            return Err(core.status().err().unwrap_or(Error::Closed));
+        }
         let mut buffers = core.pass_buffers.take();
         let Buffers { woken, removed } = &mut buffers;
         let mut clock = RoundClock::start();
         let (outcome, round) = {
             let _inside = Inside::enter(core.id());
-            core.rounds.start();
             let raw = self
                 .raw
                 .as_mut()

@@ -181,7 +181,11 @@ impl Core {
     pub(crate) fn drop_user(&self, what: &'static str, value: impl Sized) {
         if crate::unwind::drop_caught(value) {
             self.span.drop_panicked(what);
-            self.fail(Error::Panicked);
+            // Closed already (as it nearly always is by then): waits keep the close's reason.
+            match self.is_closed() {
+                true => self.close.note_drop_panic(),
+                false => self.fail(Error::Panicked),
+            }
         }
     }
 
@@ -225,7 +229,8 @@ impl Core {
             skipped_ticks: self.counters.skipped_ticks(),
             late_ticks: self.counters.late_ticks(),
             kicks: self.counters.kicks(),
-            panicked: now.is_closed() && self.close.reason() == Error::Panicked,
+            panicked: now.is_closed()
+                && (self.close.reason() == Error::Panicked || self.close.drop_panicked()),
             closed: now.is_closed(),
         }
     }

@@ -75,9 +75,14 @@ impl Rounds {
         Snapshot(self.state.load(SeqCst))
     }
 
-    /// A run starts. Called by the holder of the loop lock only.
-    pub(crate) fn start(&self) {
-        self.state.fetch_or(RUNNING, SeqCst);
+    /// A run starts, unless the pump closed: `false` then. One step with the close's, so a
+    /// close that returned has no run start after it, and one that comes after this finds the
+    /// run in progress. Called by the holder of the loop lock only.
+    pub(crate) fn start(&self) -> bool {
+        let started = self.state.fetch_update(SeqCst, SeqCst, |state| {
+            (state & CLOSED == 0).then_some(state | RUNNING)
+        });
+        started.is_ok()
     }
 
     /// The run in progress finished: counts it and clears [`RUNNING`] in one step; returns the
@@ -124,21 +129,23 @@ mod tests {
     fn a_run_is_running_until_it_is_counted() {
         let rounds = Rounds::default();
         assert_eq!((rounds.now().round(), rounds.now().started()), (0, 0));
-        rounds.start();
+        assert!(rounds.start());
         assert!(rounds.now().is_running());
         assert_eq!((rounds.now().round(), rounds.now().started()), (0, 1));
         assert_eq!(rounds.finish(), 1);
         assert!(!rounds.now().is_running());
         assert_eq!((rounds.now().round(), rounds.now().started()), (1, 1));
+        assert!(rounds.start());
         assert!(rounds.close());
         assert!(!rounds.close(), "closing twice");
-        rounds.start();
         assert_eq!(
             rounds.finish(),
             2,
-            "a run finishing on a closed pump still counts"
+            "a run in progress at the close finishes, and counts"
         );
         assert!(rounds.now().is_closed());
+        assert!(!rounds.start(), "no run starts once closed");
+        assert!(!rounds.now().is_running());
     }
 
     #[test]

@@ -10,6 +10,7 @@ use event_listener::EventListener;
 
 use super::{Check, Pending, Wait};
 use crate::core::{Core, Lock, LoopGuard};
+use crate::unwind::DropCaught;
 use crate::Error;
 
 enum State {
@@ -38,7 +39,9 @@ enum State {
 /// The broadcast wait: listen for "the loop ran", check under the loop lock, repeat.
 pub(crate) struct Broadcast<C> {
     core: Arc<Core>,
-    check: C,
+    /// Runs in the waiting task, but what it captured is dropped as everywhere the pump drops a
+    /// check: its panic kept from the task.
+    check: DropCaught<C>,
     state: State,
 }
 
@@ -49,7 +52,7 @@ impl<C: Check> Broadcast<C> {
     pub(crate) fn new(core: Arc<Core>, check: C) -> Self {
         Broadcast {
             core,
-            check,
+            check: DropCaught::new(check),
             state: State::New,
         }
     }
@@ -98,8 +101,13 @@ impl<C: Check> Wait for Broadcast<C> {
                     self.core.status()?;
                     match LoopGuard::try_new(&self.core) {
                         Some(guard) => {
-                            match check_under(&self.core, guard, &mut self.check, pending, listener)
-                            {
+                            match check_under(
+                                &self.core,
+                                guard,
+                                self.check.get_mut(),
+                                pending,
+                                listener,
+                            ) {
                                 Ok(outcome) => return Poll::Ready(outcome),
                                 Err(listening) => self.state = listening,
                             }
@@ -120,7 +128,13 @@ impl<C: Check> Wait for Broadcast<C> {
                 } => match lock.as_mut().poll(cx) {
                     Poll::Ready(raw) => {
                         let guard = LoopGuard::new(&self.core, raw);
-                        match check_under(&self.core, guard, &mut self.check, pending, listener) {
+                        match check_under(
+                            &self.core,
+                            guard,
+                            self.check.get_mut(),
+                            pending,
+                            listener,
+                        ) {
                             Ok(outcome) => return Poll::Ready(outcome),
                             Err(listening) => self.state = listening,
                         }

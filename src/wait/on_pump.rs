@@ -157,10 +157,22 @@ where
     /// after each run. If the lock is busy, it joins as not yet evaluated, and the lock's holder
     /// evaluates it on letting go.
     fn register(&mut self, mut check: C, waker: &Waker) -> Result<Registered<T>, Error> {
-        self.core.may_wait()?;
+        // Refused (a closed pump): what the check captured goes here, its panic kept from the
+        // awaiting task, as everywhere the pump drops it.
+        if let Err(why) = self.core.may_wait() {
+            drop_caught(check);
+            return Err(why);
+        }
         let guard = LoopGuard::try_new(&self.core);
-        let first = match &guard {
-            Some(guard) => Some(guard.check(|| catch_unwind(AssertUnwindSafe(|| check.check())))?),
+        let checked = (guard.as_ref())
+            .map(|guard| guard.check(|| catch_unwind(AssertUnwindSafe(|| check.check()))));
+        let first = match checked {
+            Some(Ok(first)) => Some(first),
+            Some(Err(why)) => {
+                drop(guard);
+                drop_caught(check);
+                return Err(why);
+            }
             None => None,
         };
         match first {
@@ -314,6 +326,13 @@ impl<C, T> Wait for OnPump<C, T> {
 
 impl<C, T> Drop for OnPump<C, T> {
     fn drop(&mut self) {
+        // Never polled, it still holds its check: what that captured goes as the pump drops a
+        // check's, its panic kept from the task.
+        if let State::New(_) = self.state {
+            if let State::New(check) = std::mem::replace(&mut self.state, State::Done) {
+                drop_caught(check);
+            }
+        }
         // Nobody takes what the check found: it goes with the wait.
         self.give_up(false);
     }
