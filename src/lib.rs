@@ -97,8 +97,8 @@
 //! | [`LoopHandle::submit`]'s `cancel`, [`WaitKey::on_cancel`] | none (the wait had ended); its key is free again | goes on | `promises.rs :: issue_21_a_panicking_cancel_frees_its_key` |
 //! | the factory of a loop on its thread | no pump is made: [`Builder::build_with_state`] returns [`Error::Panicked`] (an `Err` from the factory: [`Error::Factory`]) | never opens | `promises.rs :: issue_21_the_build_ends_with_panicked_when_the_factory_panics`, `binding_api.rs :: a_factory_panic_ends_the_build_with_panicked_within_10_s` |
 //! | `Drop` of the loop's state | none (they ended at the close) | [`Stats::panicked`]; [`Pump::closed`] returns | `promises.rs :: issue_21_a_panicking_drop_of_the_state_is_reported` |
-//! | `Drop` of what `run_once` captured | end with [`Error::Closed`] as at any close | caught wherever the last reference goes (on smol this aborted) | `promises.rs :: issue_21_a_panicking_drop_of_run_once_never_aborts` |
-//! | `Drop` of what a check, a call or a post captured | unaffected | caught; goes on | `promises.rs :: issue_21_panicking_drops_of_checks_and_calls_stay_in_the_pump` |
+//! | `Drop` of what `run_once` captured | end with [`Error::Closed`] as at any close | caught wherever the last reference goes (on smol this aborted); after a close, [`Stats::panicked`] only | `promises.rs :: issue_21_a_panicking_drop_of_run_once_never_aborts`, `waits_end_with_closed_when_run_onces_drop_panics_after_a_close` |
+//! | `Drop` of what a check, a call or a post captured (also on a closed pump, a broadcast or local check, a wait never polled) | unaffected | caught; goes on | `promises.rs :: issue_21_panicking_drops_of_checks_and_calls_stay_in_the_pump`, `a_panicking_drop_of_a_closure_on_a_closed_pump_or_in_a_wait_stays_out_of_the_caller` |
 //!
 //! Wakers are the executor's code, not the crate's: the pump wakes tasks through
 //! `event-listener`, which calls a waker with its list locked. A waker that panics kills the
