@@ -293,10 +293,7 @@ fn a_driver_taking_over_after_the_library_closed_its_descriptor_stops_the_pump()
             first.abort();
             let _ = first.await; // the standby driver takes over
             pump.turn().await.expect("the standby driver runs it");
-            rustix::io::write(&write, b"x").expect("written");
-            let outcome = pump.wait_until(|| false).timeout(common::HANG).await;
-            drop(standby);
-            outcome
+            common::wait_after_a_write(&pump, &write, standby).await
         });
         let runs = runs.load(Ordering::SeqCst);
         assert!(

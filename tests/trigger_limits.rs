@@ -59,10 +59,7 @@ fn a_driver_taking_over_at_the_limit_after_the_library_closed_its_descriptor_sto
         drop(fillers);
         setrlimit(Resource::Nofile, saved).expect("limit restored");
         turned.expect("the standby driver runs it");
-        rustix::io::write(&write, b"x").expect("written");
-        let outcome = pump.wait_until(|| false).timeout(common::HANG).await;
-        drop(standby);
-        outcome
+        common::wait_after_a_write(&pump, &write, standby).await
     });
     let runs = runs.load(Ordering::SeqCst);
     assert!(

@@ -394,6 +394,20 @@ pub async fn pump_with_a_standby_driver(
     (pump, first, standby)
 }
 
+/// The end of a takeover test: the library's pipe written, a wait on the pump, the standby
+/// driver dropped; what the wait ended with.
+#[cfg(all(unix, feature = "tokio"))]
+pub async fn wait_after_a_write(
+    pump: &Pump,
+    write: &impl std::os::fd::AsFd,
+    standby: tokio::task::JoinHandle<()>,
+) -> Result<(), ffi_pump::Error> {
+    rustix::io::write(write, b"x").expect("written");
+    let outcome = pump.wait_until(|| false).timeout(HANG).await;
+    drop(standby);
+    outcome
+}
+
 /// What a request's or a subscription's `start` returns in the tests of what the pump keeps:
 /// numbered, not `Send` (it holds an `Rc`), counted live while it exists.
 pub struct Token(
