@@ -16,12 +16,12 @@ pub(crate) type Key = (usize, u64);
 thread_local! {
     static KEPT: RefCell<HashMap<Key, Box<dyn Any>>> = RefCell::new(HashMap::new());
     /// The request whose `start` runs on this thread now, and what became of its completer.
-    static STARTING: Cell<Option<(Key, Completer)>> = const { Cell::new(None) };
+    static STARTING: Cell<Option<(Key, CompleterState)>> = const { Cell::new(None) };
 }
 
 /// What became of the completer of a request while its `start` ran.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Completer {
+enum CompleterState {
     /// Kept, as far as `start` knows: what it returns is kept until the request is answered.
     Kept,
     /// Answered (or dropped unanswered, which answers it) inside `start`, on this thread:
@@ -47,7 +47,7 @@ pub(crate) enum StartEnded<T> {
 /// its panic caught.
 pub(crate) fn run_start<T>(key: Key, start: impl FnOnce() -> T) -> StartEnded<T> {
     let before = STARTING
-        .try_with(|starting| starting.replace(Some((key, Completer::Kept))))
+        .try_with(|starting| starting.replace(Some((key, CompleterState::Kept))))
         .ok()
         .flatten();
     let started = std::panic::catch_unwind(std::panic::AssertUnwindSafe(start));
@@ -55,11 +55,11 @@ pub(crate) fn run_start<T>(key: Key, start: impl FnOnce() -> T) -> StartEnded<T>
         .try_with(|starting| starting.replace(before))
         .ok()
         .flatten()
-        .map_or(Completer::Kept, |(_, completer)| completer);
+        .map_or(CompleterState::Kept, |(_, completer)| completer);
     match (started, completer) {
-        (Ok(value), Completer::Lost) => StartEnded::CompleterLost(value),
-        (Ok(value), Completer::Answered) => StartEnded::Answered(value),
-        (Ok(value), Completer::Kept) => StartEnded::Returned(value),
+        (Ok(value), CompleterState::Lost) => StartEnded::CompleterLost(value),
+        (Ok(value), CompleterState::Answered) => StartEnded::Answered(value),
+        (Ok(value), CompleterState::Kept) => StartEnded::Returned(value),
         (Err(panic), _) => StartEnded::Panicked(panic),
     }
 }
@@ -70,8 +70,8 @@ pub(crate) fn answered_in_start(key: Key) -> bool {
     STARTING
         .try_with(|starting| match starting.get() {
             Some((running, completer)) if running == key => {
-                if completer == Completer::Kept {
-                    starting.set(Some((key, Completer::Answered)));
+                if completer == CompleterState::Kept {
+                    starting.set(Some((key, CompleterState::Answered)));
                 }
                 true
             }
@@ -87,7 +87,7 @@ pub(crate) fn leave_answer_to_start(key: Key) -> bool {
     STARTING
         .try_with(|starting| match starting.get() {
             Some((running, _)) if running == key => {
-                starting.set(Some((key, Completer::Lost)));
+                starting.set(Some((key, CompleterState::Lost)));
                 true
             }
             _ => false,

@@ -223,7 +223,7 @@ impl<'a> LoopGuard<'a> {
     pub(crate) fn run(mut self, local: Option<&mut dyn FnMut() -> Next>) -> Result<Ran, Error> {
         let core = self.core;
         if !core.rounds.start() {
-            return Err(core.status().err().unwrap_or(Error::Closed));
+            return Err(core.close.reason());
         }
         let mut buffers = core.pass_buffers.take();
         let Buffers { woken, removed } = &mut buffers;
