@@ -8,12 +8,13 @@ import sys
 rows = []
 for line in open(sys.argv[1]):
     parts = [p.strip() for p in line.strip().strip("|").split("|")]
-    if len(parts) == 15 and parts[2].isdigit():
-        rows.append((parts[0], parts[1], float(parts[7]), float(parts[12])))
+    if len(parts) == 17 and parts[2].isdigit():
+        rows.append((parts[0], parts[1], float(parts[7]), float(parts[13])))
 cells = list(dict.fromkeys(r[0] for r in rows))
 clients = [c for c in dict.fromkeys(r[1] for r in rows) if c != "bare"]
-colors = {"isahc": "#7f7f7f", "interval": "#ff7f0e", "sockets": "#1f77b4"}
-names = {"isahc": "isahc", "interval": "ffi-pump-curl, interval", "sockets": "ffi-pump-curl, sockets"}
+colors = {"isahc": "#7f7f7f", "interval": "#ff7f0e", "sockets": "#1f77b4", "bare-tasks": "#2ca02c"}
+names = {"isahc": "isahc", "interval": "ffi-pump-curl, interval", "sockets": "ffi-pump-curl, sockets",
+         "bare-tasks": "hand-written async wrapper"}
 value = {(r[0], r[1]): (r[2], r[3]) for r in rows}
 
 panel_w, panel_h, top, left = 440, 260, 50, 60

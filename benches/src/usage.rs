@@ -50,3 +50,22 @@ fn steal() -> Option<Duration> {
     let per_second = u64::try_from(per_second).ok().filter(|&hz| hz > 0)?;
     Some(Duration::from_nanos(ticks * 1_000_000_000 / per_second))
 }
+
+/// CPU time of each of this process's threads so far, in ns, by thread name, summed over the
+/// threads of one name (`/proc/self/task/*/schedstat`; empty where that does not exist).
+pub fn by_thread() -> std::collections::BTreeMap<String, u64> {
+    let mut cpu = std::collections::BTreeMap::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return cpu;
+    };
+    for task in tasks.flatten() {
+        let name = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        let ns = std::fs::read_to_string(task.path().join("schedstat"))
+            .ok()
+            .and_then(|stat| stat.split_whitespace().next()?.parse::<u64>().ok());
+        if let Some(ns) = ns {
+            *cpu.entry(name.trim().to_string()).or_default() += ns;
+        }
+    }
+    cpu
+}

@@ -3,7 +3,10 @@
 //! `perform()` at most 1 ms apart (the interval client), the curl binding driven by curl's
 //! socket API through ffi-pump (the socket-driven client), and the floor any async wrapper
 //! stands on: a bare client — one thread, no async runtime, libcurl's socket API on a
-//! level-triggered `polling::Poller`, every request added at once (`bare`).
+//! level-triggered `polling::Poller`, every request added at once (`bare`) — and the same loop on
+//! a thread of its own, handed its requests by tokio tasks (a queue and the poller's
+//! notification) and answering each through a oneshot channel, with no cancel and no close: the
+//! least an async wrapper writes by hand (`bare-tasks`).
 //!
 //! ```text
 //! cargo run --release -p ffi-pump-bench --bin http [REPEATS]
@@ -14,9 +17,10 @@
 //! response. Each client runs in a process of its own (`http --client NAME N DELAY SIZE PORT`),
 //! measured alone: wall time, CPU of the client process (getrusage), latency from "server wrote
 //! the response" to "task has the body" (p50 / p99 / max), calls into curl's loop (ours only) and
-//! errors. Cells: N = 100, 1 000, 5 000 requests held 1 s (long-poll), and a burst of 2 000 ×
-//! 64 KiB with no delay. In every repeat the three clients run one after another, in an order
-//! rotated per repeat; the table gives medians over the repeats and ratios to isahc.
+//! errors; with `HTTP_THREADS` set, also each thread's CPU time over the cell, on stderr. Cells:
+//! N = 100, 1 000, 5 000 requests held 1 s (long-poll), and a burst of 2 000 × 64 KiB with no
+//! delay. In every repeat the clients run one after another, in an order rotated per repeat; the
+//! table gives medians over the repeats and ratios to isahc, to `bare` and to `bare-tasks`.
 //!
 //! libcurl must be built with poll() (`CFLAGS=-DHAVE_POLL=1`, set by the workspace's
 //! `.cargo/config.toml`): with select() every connection past descriptor 1 023 fails.
@@ -30,7 +34,7 @@ use ffi_pump_bench::report::Spread;
 use ffi_pump_bench::usage;
 use serde::{Deserialize, Serialize};
 
-const CLIENTS: [&str; 4] = ["isahc", "interval", "sockets", "bare"];
+const CLIENTS: [&str; 5] = ["isahc", "interval", "sockets", "bare", "bare-tasks"];
 /// (requests, server delay ms, body bytes).
 const CELLS: [(usize, u64, usize); 4] = [
     (100, 1_000, 100),
@@ -226,6 +230,15 @@ fn client(
             let (outcomes, wall, cpu, calls) = bare::client(requests, &url, timeout)?;
             (outcomes, wall, cpu, Some(calls))
         }
+        "bare-tasks" => {
+            let wrapper = Arc::new(bare::Wrapper::start(timeout)?);
+            let counter = wrapper.clone();
+            let (outcomes, wall, cpu) = runtime.block_on(measure(requests, move || {
+                let (wrapper, url) = (wrapper.clone(), url.clone());
+                async move { wrapper.get(url).await }
+            }));
+            (outcomes, wall, cpu, Some(counter.calls()))
+        }
         other => return Err(format!("no client {other}").into()),
     };
     let mut errors = 0;
@@ -278,6 +291,7 @@ where
     Fut: std::future::Future<Output = Result<(Option<u128>, usize), String>> + Send + 'static,
 {
     let cpu_before = usage::now().cpu;
+    let threads_before = usage::by_thread();
     let started = Instant::now();
     let tasks: Vec<_> = (0..requests)
         .map(|_| {
@@ -294,7 +308,20 @@ where
         outcomes.push(task.await.unwrap_or_else(|e| Err(e.to_string())));
     }
     let wall = started.elapsed();
-    (outcomes, wall, usage::now().cpu - cpu_before)
+    let cpu = usage::now().cpu - cpu_before;
+    report_threads(&threads_before);
+    (outcomes, wall, cpu)
+}
+
+/// With `HTTP_THREADS` set, the CPU each thread (by name) used since `before`, on stderr.
+fn report_threads(before: &std::collections::BTreeMap<String, u64>) {
+    if std::env::var_os("HTTP_THREADS").is_none() {
+        return;
+    }
+    for (name, ns) in usage::by_thread() {
+        let used = ns.saturating_sub(before.get(&name).copied().unwrap_or(0));
+        eprintln!("thread {name}: {:.1} ms", used as f64 / 1e6);
+    }
 }
 
 fn orchestrate(repeats: usize) -> Result<(), Box<dyn std::error::Error>> {
@@ -344,9 +371,11 @@ fn median(mut values: Vec<f64>) -> f64 {
 
 fn report(runs: &[Run]) {
     println!(
-        "\n| cell | client | repeats | errors | wall ms | client CPU ms | CPU ms / isahc | CPU ms / bare | CPU cores | p50 ms | p99 ms | p99 / isahc | p99 / bare | max ms | runs of curl |"
+        "\n| cell | client | repeats | errors | wall ms | client CPU ms | CPU ms / isahc | CPU ms / bare | CPU ms / bare-tasks | CPU cores | p50 ms | p99 ms | p99 / isahc | p99 / bare | p99 / bare-tasks | max ms | runs of curl |"
     );
-    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
     for &(requests, delay, size) in &CELLS {
         let cell: Vec<&Run> = runs
             .iter()
@@ -374,17 +403,19 @@ fn report(runs: &[Run]) {
                     .collect(),
             );
             println!(
-                "| {label} | {client} | {} | {errors} | {:.0} | {:.0} | {:.2} | {:.2} | {:.3} | {:.1} | {:.1} | {:.2} | {:.2} | {:.1} | {} |",
+                "| {label} | {client} | {} | {errors} | {:.0} | {:.0} | {:.2} | {:.2} | {:.2} | {:.3} | {:.1} | {:.1} | {:.2} | {:.2} | {:.2} | {:.1} | {} |",
                 mine.len(),
                 of(client, |r| r.wall_ms),
                 of(client, |r| r.cpu_ms),
                 of(client, |r| r.cpu_ms) / of("isahc", |r| r.cpu_ms),
                 of(client, |r| r.cpu_ms) / of("bare", |r| r.cpu_ms),
+                of(client, |r| r.cpu_ms) / of("bare-tasks", |r| r.cpu_ms),
                 of(client, |r| r.cpu_cores),
                 of(client, |r| r.p50_ms),
                 of(client, |r| r.p99_ms),
                 of(client, |r| r.p99_ms) / of("isahc", |r| r.p99_ms),
                 of(client, |r| r.p99_ms) / of("bare", |r| r.p99_ms),
+                of(client, |r| r.p99_ms) / of("bare-tasks", |r| r.p99_ms),
                 of(client, |r| r.max_ms),
                 if runs.is_nan() { "—".to_string() } else { format!("{runs:.0}") },
             );
@@ -396,14 +427,16 @@ fn report(runs: &[Run]) {
 /// `polling::Poller`, every request added at once; what an async wrapper costs is measured
 /// against it.
 mod bare {
-    use std::collections::HashSet;
+    use std::collections::{HashMap, HashSet};
     use std::os::fd::BorrowedFd;
+    use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::{Arc, Mutex};
     use std::time::{Duration, Instant};
 
     use curl::easy::{Easy2, Handler, WriteError};
-    use curl::multi::{Events, Multi};
+    use curl::multi::{Easy2Handle, Events, Multi};
     use polling::{Event, PollMode, Poller};
+    use tokio::sync::oneshot;
 
     use super::{now_ns, usage, Outcome};
 
@@ -460,6 +493,101 @@ mod bare {
         }
     }
 
+    /// The multi handle, the poller its sockets are watched in and curl's deadline: the loop both
+    /// bare clients turn.
+    struct Loop {
+        watched: Arc<Watched>,
+        deadline: Arc<Mutex<Option<Instant>>>,
+        multi: Multi,
+        events: polling::Events,
+        calls: u64,
+    }
+
+    impl Loop {
+        fn new(watched: Arc<Watched>) -> Result<Loop, Box<dyn std::error::Error>> {
+            let deadline = Arc::new(Mutex::new(None::<Instant>));
+            let mut multi = Multi::new();
+            let on_socket = watched.clone();
+            multi.socket_function(move |socket, events, _| on_socket.socket(socket, events))?;
+            let timer = deadline.clone();
+            multi.timer_function(move |after| {
+                *timer.lock().unwrap() = after.map(|after| Instant::now() + after);
+                true
+            })?;
+            Ok(Loop {
+                watched,
+                deadline,
+                multi,
+                events: polling::Events::new(),
+                calls: 0,
+            })
+        }
+
+        fn add(
+            &self,
+            url: &str,
+            timeout: Duration,
+            token: usize,
+        ) -> Result<Easy2Handle<Received>, String> {
+            let mut easy = Easy2::new(Received::default());
+            easy.url(url).map_err(|e| e.to_string())?;
+            easy.timeout(timeout).map_err(|e| e.to_string())?;
+            let mut handle = self.multi.add2(easy).map_err(|e| e.to_string())?;
+            handle.set_token(token).map_err(|e| e.to_string())?;
+            Ok(handle)
+        }
+
+        /// Sleeps until a socket is ready or curl's deadline (or a notification), drives curl
+        /// for what happened, and hands each finished transfer's token and result to `finished`.
+        fn turn(
+            &mut self,
+            mut finished: impl FnMut(&Multi, usize, Result<(), curl::Error>),
+        ) -> std::io::Result<()> {
+            let due = *self.deadline.lock().unwrap();
+            let wait = due.map(|at| at.saturating_duration_since(Instant::now()));
+            self.events.clear();
+            self.watched.poller.wait(&mut self.events, wait)?;
+            for event in self.events.iter() {
+                let mut what = Events::new();
+                what.input(event.readable).output(event.writable);
+                self.calls += 1;
+                let _ = self.multi.action(event.key as curl::multi::Socket, &what);
+            }
+            if self
+                .deadline
+                .lock()
+                .unwrap()
+                .is_some_and(|at| at <= Instant::now())
+            {
+                self.calls += 1;
+                let _ = self.multi.timeout();
+            }
+            let mut done = Vec::new();
+            self.multi.messages(|message| {
+                if let (Ok(token), Some(result)) = (message.token(), message.result()) {
+                    done.push((token, result));
+                }
+            });
+            for (token, result) in done {
+                finished(&self.multi, token, result);
+            }
+            Ok(())
+        }
+    }
+
+    /// What a finished transfer gave: its `x-written-at`, its body's length, when it was seen.
+    fn outcome(
+        multi: &Multi,
+        handle: Easy2Handle<Received>,
+        result: Result<(), curl::Error>,
+    ) -> Outcome {
+        let seen = now_ns();
+        let mut easy = multi.remove2(handle).map_err(|e| e.to_string())?;
+        let body = std::mem::take(&mut easy.get_mut().body);
+        result.map_err(|err| err.to_string())?;
+        Ok((easy.get_ref().written, body.len(), seen))
+    }
+
     /// The outcomes, wall and CPU time, and calls into curl of one client's run.
     type Measured = (Vec<Outcome>, Duration, Duration, u64);
 
@@ -470,80 +598,108 @@ mod bare {
         timeout: Duration,
     ) -> Result<Measured, Box<dyn std::error::Error>> {
         let cpu_before = usage::now().cpu;
+        let threads_before = usage::by_thread();
         let started = Instant::now();
-        let watched = Arc::new(Watched {
+        let mut turned = Loop::new(Arc::new(Watched {
             poller: Poller::new()?,
             added: Mutex::new(HashSet::new()),
-        });
-        let deadline = Arc::new(Mutex::new(None::<Instant>));
-        let mut multi = Multi::new();
-        let on_socket = watched.clone();
-        multi.socket_function(move |socket, events, _| on_socket.socket(socket, events))?;
-        let timer = deadline.clone();
-        multi.timer_function(move |after| {
-            *timer.lock().unwrap() = after.map(|after| Instant::now() + after);
-            true
-        })?;
+        }))?;
         let mut handles = Vec::with_capacity(requests);
         for token in 0..requests {
-            let mut easy = Easy2::new(Received::default());
-            easy.url(url)?;
-            easy.timeout(timeout)?;
-            let mut handle = multi.add2(easy)?;
-            handle.set_token(token)?;
-            handles.push(Some(handle));
+            handles.push(Some(turned.add(url, timeout, token)?));
         }
         let mut outcomes: Vec<Option<Outcome>> = (0..requests).map(|_| None).collect();
-        let (mut left, mut calls) = (requests, 0_u64);
-        let mut events = polling::Events::new();
+        let mut left = requests;
         while left > 0 {
-            let due = *deadline.lock().unwrap();
-            let wait = due.map(|at| at.saturating_duration_since(Instant::now()));
-            events.clear();
-            watched.poller.wait(&mut events, wait)?;
-            for event in events.iter() {
-                let mut what = Events::new();
-                what.input(event.readable).output(event.writable);
-                calls += 1;
-                let _ = multi.action(event.key as curl::multi::Socket, &what);
-            }
-            if deadline
-                .lock()
-                .unwrap()
-                .is_some_and(|at| at <= Instant::now())
-            {
-                calls += 1;
-                let _ = multi.timeout();
-            }
-            let mut finished = Vec::new();
-            multi.messages(|message| {
-                if let (Ok(token), Some(result)) = (message.token(), message.result()) {
-                    finished.push((token, result));
+            turned.turn(|multi, token, result| {
+                if let Some(handle) = handles[token].take() {
+                    outcomes[token] = Some(outcome(multi, handle, result));
+                    left -= 1;
                 }
-            });
-            for (token, result) in finished {
-                let Some(handle) = handles[token].take() else {
-                    continue;
-                };
-                let seen = now_ns();
-                let mut easy = multi.remove2(handle)?;
-                let body = std::mem::take(&mut easy.get_mut().body);
-                outcomes[token] = Some(match result {
-                    Ok(()) => Ok((easy.get_ref().written, body.len(), seen)),
-                    Err(err) => Err(err.to_string()),
-                });
-                left -= 1;
-            }
+            })?;
         }
         let outcomes = outcomes
             .into_iter()
             .map(|o| o.unwrap_or(Err("lost".into())))
             .collect();
+        super::report_threads(&threads_before);
         Ok((
             outcomes,
             started.elapsed(),
             usage::now().cpu - cpu_before,
-            calls,
+            turned.calls,
         ))
+    }
+
+    /// A request handed to the wrapper's thread, and where its outcome goes.
+    type Asked = (String, oneshot::Sender<Outcome>);
+
+    /// The hand-written async wrapper (`bare-tasks`): the bare loop on a thread of its own,
+    /// tasks handing it their requests through a queue and a poller notification, each answered
+    /// through a oneshot channel. No cancel, no timeout of its own, no close but the end of the
+    /// process: the least an async wrapper of curl's socket API does.
+    pub(super) struct Wrapper {
+        watched: Arc<Watched>,
+        asked: Arc<Mutex<Vec<Asked>>>,
+        calls: Arc<AtomicU64>,
+    }
+
+    impl Wrapper {
+        pub(super) fn start(timeout: Duration) -> Result<Wrapper, Box<dyn std::error::Error>> {
+            let watched = Arc::new(Watched {
+                poller: Poller::new()?,
+                added: Mutex::new(HashSet::new()),
+            });
+            let asked: Arc<Mutex<Vec<Asked>>> = Arc::default();
+            let calls = Arc::new(AtomicU64::new(0));
+            let (on_thread, queue, counted) = (watched.clone(), asked.clone(), calls.clone());
+            std::thread::Builder::new()
+                .name("bare-loop".into())
+                .spawn(move || {
+                    let Ok(mut turned) = Loop::new(on_thread) else {
+                        return;
+                    };
+                    let mut open: HashMap<usize, (Easy2Handle<Received>, oneshot::Sender<_>)> =
+                        HashMap::new();
+                    let mut next_token = 0;
+                    loop {
+                        for (url, answer) in std::mem::take(&mut *queue.lock().unwrap()) {
+                            match turned.add(&url, timeout, next_token) {
+                                Ok(handle) => drop(open.insert(next_token, (handle, answer))),
+                                Err(err) => drop(answer.send(Err(err))),
+                            }
+                            next_token += 1;
+                        }
+                        let turn = turned.turn(|multi, token, result| {
+                            if let Some((handle, answer)) = open.remove(&token) {
+                                let _ = answer.send(outcome(multi, handle, result));
+                            }
+                        });
+                        counted.store(turned.calls, Ordering::Relaxed);
+                        if turn.is_err() {
+                            return;
+                        }
+                    }
+                })?;
+            Ok(Wrapper {
+                watched,
+                asked,
+                calls,
+            })
+        }
+
+        /// GETs `url` on the wrapper's thread: the server's `x-written-at` and the body's length.
+        pub(super) async fn get(&self, url: String) -> Result<(Option<u128>, usize), String> {
+            let (answer, outcome) = oneshot::channel();
+            self.asked.lock().unwrap().push((url, answer));
+            self.watched.poller.notify().map_err(|e| e.to_string())?;
+            let (written, len, _) = outcome.await.map_err(|_| "the loop's thread ended")??;
+            Ok((written, len))
+        }
+
+        /// Calls into curl so far.
+        pub(super) fn calls(&self) -> u64 {
+            self.calls.load(Ordering::Relaxed)
+        }
     }
 }
