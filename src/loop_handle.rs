@@ -290,6 +290,10 @@ impl<S: 'static> LoopHandle<S> {
                 kept.keep_panic(panic);
                 table.wake(&key);
             }));
+        } else {
+            // Refused (the key is in use, the pump closed): what `start` captured goes here, its
+            // panic kept from the caller, as everywhere the pump drops a closure unrun.
+            crate::unwind::drop_caught(start);
         }
         wait
     }

@@ -983,6 +983,32 @@ fn a_panicking_drop_of_a_closure_on_a_closed_pump_or_in_a_wait_stays_out_of_the_
         let call = catch_unwind(AssertUnwindSafe(|| handle.call(move |_| drop(armed))));
         let call = call.expect("a call on a closed pump: no panic in the caller");
         assert_eq!(call.await, Err(Error::Closed));
+        let (armed, also_armed) = (bomb(), bomb());
+        let request = catch_unwind(AssertUnwindSafe(|| {
+            handle.request(
+                move |_, done: ffi_pump::Completer<u8>| {
+                    drop(armed);
+                    done.complete(1)
+                },
+                move |_, ()| drop(also_armed),
+            )
+        }));
+        let request = request.expect("a request on a closed pump: no panic in the caller");
+        assert_eq!(request.await, Err(Error::Closed));
+
+        // Refused for its key (the first wait holds it), on an open pump.
+        let (_pump, handle) = Pump::builder()
+            .build_with_state(|_| Ok(()), |_, _| None)
+            .expect("pump thread starts");
+        let table = ffi_pump::Completions::<u8, u8>::new();
+        let first = handle.submit(&table, 1, |_| {}, |_| {});
+        let (armed, also_armed) = (bomb(), bomb());
+        let second = catch_unwind(AssertUnwindSafe(|| {
+            handle.submit(&table, 1, move |_| drop(armed), move |_| drop(also_armed))
+        }));
+        let second = second.expect("a submit refused its key: no panic in the caller");
+        assert_eq!(second.await, Err(Error::KeyInUse));
+        drop(first);
     });
 
     for strategy in common::STRATEGIES {
