@@ -11,12 +11,15 @@ use std::cell::RefCell;
 #[cfg(not(loom))]
 std::thread_local! {
     static INSIDE: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+    /// The pumps whose `run_once` this thread is in, innermost last.
+    static RUNNING: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
 }
 
 // Loom runs its threads on one OS thread, so "this thread" has to be loom's.
 #[cfg(loom)]
 loom::thread_local! {
     static INSIDE: RefCell<Vec<usize>> = RefCell::new(Vec::new());
+    static RUNNING: RefCell<Vec<usize>> = RefCell::new(Vec::new());
 }
 
 /// Marks this thread as inside the pump identified by `id` until dropped.
@@ -46,6 +49,43 @@ impl Drop for Inside {
             let _ = INSIDE.try_with(|inside| inside.borrow_mut().truncate(depth));
         }
     }
+}
+
+/// Marks this thread as running the loop (`run_once`) of the pump identified by `id` until
+/// dropped: a panic unwinding meanwhile is that loop's, which fails the pump.
+pub(crate) struct Running {
+    depth: Option<usize>,
+}
+
+impl Running {
+    pub(crate) fn enter(id: usize) -> Running {
+        let depth = RUNNING
+            .try_with(|running| {
+                let mut running = running.borrow_mut();
+                running.push(id);
+                running.len() - 1
+            })
+            .ok();
+        Running { depth }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(depth) = self.depth {
+            let _ = RUNNING.try_with(|running| running.borrow_mut().truncate(depth));
+        }
+    }
+}
+
+/// Whether a panic unwinding on this thread now is the loop's of the pump identified by `id`
+/// (rather than a call's, a check's, or any other code's, which the pump or its caller catches):
+/// this thread is running that loop and unwinding.
+pub(crate) fn is_unwinding_its_loop(id: usize) -> bool {
+    std::thread::panicking()
+        && RUNNING
+            .try_with(|running| running.borrow().last() == Some(&id))
+            .unwrap_or(false)
 }
 
 /// Whether this thread is inside the pump identified by `id`, however deeply nested.

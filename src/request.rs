@@ -180,25 +180,23 @@ impl<V> Completer<V> {
 
 impl<V> Drop for Completer<V> {
     fn drop(&mut self) {
-        let unwinding = std::thread::panicking();
         // Dropped unanswered as a panic unwinds in its own request's `start`: that start's
         // caller answers. Asked before the key is forgotten below.
         let left_to_start = !self.answered
-            && unwinding
+            && std::thread::panicking()
             && self
                 .kept
                 .as_ref()
                 .is_some_and(|&(key, _)| kept::leave_answer_to_start(key));
         self.forget_kept();
         if !self.answered && !left_to_start {
-            // Dropped as `run_once` unwinds: the pump is about to fail with `Panicked`.
-            let why = match unwinding {
-                true => Error::Panicked,
-                false => self
-                    .core
-                    .upgrade()
-                    .and_then(|core| core.status().err())
-                    .unwrap_or(Error::Unanswered),
+            // Dropped as its pump's `run_once` unwinds: the pump is about to fail with
+            // `Panicked`. Any other panic (a call's, a library thread's) is caught or ends only
+            // its own thread: the request was left unanswered.
+            let core = self.core.upgrade();
+            let why = match &core {
+                Some(core) if crate::reentry::is_unwinding_its_loop(core.id()) => Error::Panicked,
+                _ => (core.and_then(|core| core.status().err())).unwrap_or(Error::Unanswered),
             };
             drop(self.table.complete((), Answer::Failed(why)));
         }

@@ -421,3 +421,47 @@ fn a_completer_lost_in_a_panic_its_start_caught_ends_the_request() {
     let answer = futures_lite::future::block_on(request.timeout(common::HANG));
     assert_eq!(answer, Err(Error::Unanswered));
 }
+
+/// Found by a hostile probe: a completer dropped while any panic unwound — a call's, which the
+/// pump catches, or a library thread's — ended its request with `Panicked`, which says the pump
+/// failed, while the pump went on. Only its own pump's `run_once` unwinding means that.
+#[test]
+fn a_completer_dropped_in_a_panic_not_its_loops_ends_the_request_unanswered() {
+    futures_lite::future::block_on(async {
+        let (pump, handle) = Pump::builder()
+            .build_with_state(|_| Ok(Vec::<Completer<u64>>::new()), |_, _| None)
+            .expect("pump thread starts");
+        let in_a_post = handle.request(|kept, done| kept.push(done), |_, ()| {});
+        common::within("a call", handle.call(|_| {}))
+            .await
+            .expect("open");
+        handle
+            .post(|kept| {
+                let _lost = kept.pop().expect("kept by its start");
+                panic!("a post panics holding a completer (expected by this test)");
+            })
+            .expect("open");
+        let answer = common::within("the request", in_a_post).await;
+        assert_eq!(answer, Err(Error::Unanswered), "dropped as a post unwound");
+
+        let on_a_thread = handle.request(
+            |_, done: Completer<u64>| {
+                std::thread::spawn(move || {
+                    let _done = done;
+                    panic!("a library's thread panics holding a completer (expected by this test)");
+                });
+            },
+            |_, ()| {},
+        );
+        let answer = common::within("the request", on_a_thread).await;
+        assert_eq!(
+            answer,
+            Err(Error::Unanswered),
+            "dropped as a thread unwound"
+        );
+        assert!(
+            !pump.is_closed() && !pump.stats().panicked,
+            "the pump went on"
+        );
+    });
+}

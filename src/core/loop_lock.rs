@@ -236,7 +236,10 @@ impl<'a> LoopGuard<'a> {
                 .expect("a guard holds the lock until dropped");
             let outcome = catch_unwind(AssertUnwindSafe(|| match (local, &mut **raw) {
                 (Some(run_once), _) => run_once(),
-                (None, Runner::Here(run_once)) => run_once.get_mut()(),
+                (None, Runner::Here(run_once)) => {
+                    let _running = crate::reentry::Running::enter(core.id());
+                    run_once.get_mut()()
+                }
                 // `turn` asks the pump thread instead; a closed pump has no loop left.
                 (None, Runner::OnPumpThread | Runner::Gone) => Next::Idle,
             }));

@@ -103,7 +103,9 @@ where
                 let mut context = Run::new(cause, deadline_passed);
                 context.set = set.as_ref();
                 context.spare.set(std::mem::take(&mut spare));
+                let running = crate::reentry::Running::enter(core.id());
                 let next = run_once(state, &context).into_next();
+                drop(running);
                 spare = context.ready.take().unwrap_or_else(|| context.spare.take());
                 last_deadline = match next {
                     Next::At(at) => Some(at),
