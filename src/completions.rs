@@ -21,11 +21,12 @@ pub(crate) enum KeyState<V> {
     /// Completed with no wait pending; kept until a wait (or [`Completions::take`]) claims it.
     Done(V),
     /// The wait on the key gave up with a cancel hook ([`WaitKey::on_cancel`]): a value
-    /// completed before the hook ran is dropped, not kept. The hook's run on the loop's thread
-    /// removes the mark.
+    /// completed before the hook ran is dropped, not kept, and noted (`answered`): the work it
+    /// stands for finished, and the hook has nothing left to cancel. The hook's run on the
+    /// loop's thread removes the mark.
     ///
     /// [`WaitKey::on_cancel`]: crate::WaitKey::on_cancel
-    Abandoned,
+    Abandoned { answered: bool },
 }
 
 /// What a wait with a cancel hook found as it gave up ([`Table::abandon`]).
@@ -121,7 +122,7 @@ impl<K: Eq + Hash + Clone, V> Table<K, V> {
         if (!owner && !nobodys) || claim.hook_took_it() {
             return GaveUp::NotMine;
         }
-        let previous = keys.insert(key.clone(), KeyState::Abandoned);
+        let previous = keys.insert(key.clone(), KeyState::Abandoned { answered: false });
         claim.set(Claim::MARKED);
         match previous {
             Some(KeyState::Done(value) | KeyState::Claimed(value)) => {
@@ -130,7 +131,7 @@ impl<K: Eq + Hash + Clone, V> Table<K, V> {
                 GaveUp::Completed(value)
             }
             Some(KeyState::Waiting(waker)) => GaveUp::Marked(Some(waker)),
-            Some(KeyState::Abandoned) | None => GaveUp::Marked(None),
+            Some(KeyState::Abandoned { .. }) | None => GaveUp::Marked(None),
         }
     }
 
@@ -143,7 +144,14 @@ impl<K: Eq + Hash + Clone, V> Table<K, V> {
         let mine = match claim.get() {
             Claim::TOOK => return ForCancel::Nothing,
             Claim::LET_GO => return ForCancel::Unmarked,
-            Claim::MARKED => return ForCancel::Marked,
+            // Answered after its wait gave up (from another thread, or by a run before the
+            // hook's turn came): the work finished, nothing is left to cancel.
+            Claim::MARKED => {
+                return match keys.get(key) {
+                    Some(KeyState::Abandoned { answered: true }) => ForCancel::Nothing,
+                    _ => ForCancel::Marked,
+                }
+            }
             Claim::WAITING => true,
             _ => false,
         };
@@ -154,7 +162,7 @@ impl<K: Eq + Hash + Clone, V> Table<K, V> {
             Some(KeyState::Claimed(_)) if mine => return ForCancel::Nothing,
             // Another wait's.
             Some(_) if !mine => return ForCancel::Unmarked,
-            _ => keys.insert(key.clone(), KeyState::Abandoned),
+            _ => keys.insert(key.clone(), KeyState::Abandoned { answered: false }),
         };
         claim.set(Claim::MARKED);
         drop(keys);
@@ -199,7 +207,7 @@ impl<K: Eq + Hash + Clone, V> Table<K, V> {
         if claim.get() != Claim::MARKED {
             return;
         }
-        if matches!(keys.get(key), Some(KeyState::Abandoned)) {
+        if matches!(keys.get(key), Some(KeyState::Abandoned { .. })) {
             keys.remove(key);
         }
         claim.set(Claim::LET_GO);
@@ -214,7 +222,7 @@ impl<K: Send, V: Send> CloseHook for Table<K, V> {
             .values()
             .filter_map(|state| match state {
                 KeyState::Waiting(waker) => Some(waker.clone()),
-                KeyState::Claimed(_) | KeyState::Done(_) | KeyState::Abandoned => None,
+                KeyState::Claimed(_) | KeyState::Done(_) | KeyState::Abandoned { .. } => None,
             })
             .collect();
         for waker in wakers {
@@ -297,7 +305,10 @@ impl<K, V> fmt::Debug for Completions<K, V> {
                 &count(|s| matches!(s, KeyState::Waiting(_) | KeyState::Claimed(_))),
             )
             .field("unclaimed", &count(|s| matches!(s, KeyState::Done(_))))
-            .field("abandoned", &count(|s| matches!(s, KeyState::Abandoned)))
+            .field(
+                "abandoned",
+                &count(|s| matches!(s, KeyState::Abandoned { .. })),
+            )
             .finish()
     }
 }
@@ -334,9 +345,11 @@ impl<K: Eq + Hash, V> Completions<K, V> {
     pub fn complete(&self, key: K, value: V) -> Option<V> {
         let mut keys = self.table.keys();
         let previous = match keys.entry(key) {
-            Entry::Occupied(state) if matches!(state.get(), KeyState::Abandoned) => {
+            Entry::Occupied(mut state) if matches!(state.get(), KeyState::Abandoned { .. }) => {
                 // Its wait gave up and nobody will claim it: dropped, outside the lock. The mark
-                // stays until the wait's cancel hook ran: no other wait takes the key before.
+                // stays until the wait's cancel hook ran: no other wait takes the key before,
+                // and the hook, told the work finished, cancels nothing.
+                state.insert(KeyState::Abandoned { answered: true });
                 drop(keys);
                 drop(value);
                 return None;
@@ -361,7 +374,7 @@ impl<K: Eq + Hash, V> Completions<K, V> {
                 None
             }
             Some(KeyState::Done(unclaimed) | KeyState::Claimed(unclaimed)) => Some(unclaimed),
-            Some(KeyState::Abandoned) | None => None,
+            Some(KeyState::Abandoned { .. }) | None => None,
         }
     }
 

@@ -185,7 +185,8 @@ fn issue_15_a_table_hears_the_close_of_every_pump_it_serves() {
 /// hook not yet run was dropped, as documented, but took the key's "given up" mark with it. A
 /// second wait then had the key before the hook ran, and the hook, when it ran, overwrote that
 /// wait's place (its value was lost, and it was never woken), or, finding the second wait's
-/// value, never cancelled. The key is the first wait's until its hook ran, as the docs say.
+/// value, never cancelled. The key is the first wait's until its hook ran, as the docs say (and
+/// the hook, told that the work finished, cancels nothing).
 #[test]
 fn a_key_given_up_with_a_cancel_hook_is_nobody_elses_until_the_hook_ran() {
     use futures_lite::future::{block_on, poll_once};
@@ -221,7 +222,8 @@ fn a_key_given_up_with_a_cancel_hook_is_nobody_elses_until_the_hook_ran() {
     );
     release.send(()).expect("post alive");
     block_on(handle.call(|_| ())).expect("the hook ran");
-    assert_eq!(cancels.load(SeqCst), 1, "the first wait's cancel, once");
+    // The library reported the work finished before the hook's turn: nothing to cancel.
+    assert_eq!(cancels.load(SeqCst), 0, "no cancel of finished work");
     let mut third = pump.wait_key(&table, 1).timeout(common::HANG);
     assert!(block_on(poll_once(&mut third)).is_none(), "the key is free");
     table.complete(1, 20);

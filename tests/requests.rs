@@ -465,3 +465,67 @@ fn a_completer_dropped_in_a_panic_not_its_loops_ends_the_request_unanswered() {
         );
     });
 }
+
+/// Found by a hostile probe: a request that gave up while the loop's thread was busy, and that
+/// the library answered before its cancel's turn came, got no cancel when answered on the
+/// loop's thread, but did when answered from another thread: `cancel` ran on a C object the
+/// library had reported finished. Neither runs it now.
+#[test]
+fn a_request_answered_after_it_gave_up_and_before_its_cancel_ran_is_not_cancelled() {
+    for on_the_loops_thread in [true, false] {
+        let cancels = Arc::new(AtomicUsize::new(0));
+        let (_pump, handle) = Pump::builder()
+            .build_with_state(|_| Ok(Vec::<Completer<u8>>::new()), |_, _| None)
+            .expect("pump thread starts");
+        let counted = cancels.clone();
+        let request = handle.request(
+            |kept: &mut Vec<Completer<u8>>, done| kept.push(done),
+            move |_, ()| drop(counted.fetch_add(1, SeqCst)),
+        );
+        futures_lite::future::block_on(async {
+            common::within("start", handle.call(|_| {}))
+                .await
+                .expect("open");
+            let elsewhere = match on_the_loops_thread {
+                true => None,
+                false => Some(
+                    common::within("the completer", handle.call(|kept| kept.pop()))
+                        .await
+                        .expect("open")
+                        .expect("kept by start"),
+                ),
+            };
+            // The loop's thread is held in a post while the request gives up.
+            let (release, held) = std::sync::mpsc::channel::<()>();
+            let (entered, inside) = std::sync::mpsc::channel::<()>();
+            handle
+                .post(move |kept| {
+                    entered.send(()).expect("the test waits");
+                    held.recv().expect("the test releases");
+                    if let Some(done) = kept.pop() {
+                        done.complete(1);
+                    }
+                })
+                .expect("open");
+            inside.recv().expect("the post runs");
+            let gave_up = request.timeout(Duration::from_millis(1)).await;
+            assert_eq!(gave_up, Err(Error::TimedOut));
+            if let Some(done) = elsewhere {
+                std::thread::spawn(move || done.complete(1))
+                    .join()
+                    .expect("answered");
+            }
+            release.send(()).expect("the post waits");
+            for _ in 0..2 {
+                common::within("a call", handle.call(|_| {}))
+                    .await
+                    .expect("open");
+            }
+        });
+        assert_eq!(
+            cancels.load(SeqCst),
+            0,
+            "answered on the loop's thread: {on_the_loops_thread}"
+        );
+    }
+}

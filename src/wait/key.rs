@@ -370,8 +370,9 @@ where
     /// once, to remove the C object the key stood for (a transfer, a timer). A value completed
     /// for the key and not yet taken when the wait gave up (the work finished: `cancel` does not
     /// run) is the answer of a wait that timed out — it wins over the deadline — and dropped
-    /// with a wait that was dropped; one completed after and before `cancel` ran is dropped
-    /// instead of kept for a wait that will never come.
+    /// with a wait that was dropped; one completed after and before `cancel`'s turn came on the
+    /// loop's thread (from another thread, or by a run) is dropped instead of kept for a wait
+    /// that will never come, and `cancel` does not run then either: the work finished.
     ///
     /// When the pump closes, the cancels of the waits it ends run on the loop's thread before
     /// the state is dropped, after the last run; if the state was never made (the factory
