@@ -578,7 +578,10 @@ impl<S: 'static> LoopHandle<S> {
         // `start` returned is there only if it ran, returned, and the library has not ended the
         // subscription (the emitter let go of it then, or is about to: dropped here).
         let ended = channel.clone();
+        let stopped = channel.stop_guard();
         let held = self.hold_cleanup(Box::new(move |state| {
+            // Dropped last: a stream the close ends waits for this stop.
+            let _stopped = stopped;
             let kept = crate::kept::take::<T>(key);
             match (state.filter(|_| !ended.ended_by_the_library()), kept) {
                 (Some(state), Some(kept)) => {

@@ -29,6 +29,9 @@ struct ChannelState<V> {
     emitter_gone: bool,
     /// The subscription was dropped, or ended: values are refused.
     subscriber_gone: bool,
+    /// Its stop ran on the loop's thread (or went unrun: nothing to stop): a close ends the
+    /// stream only then.
+    stopped: bool,
 }
 
 impl<V> Channel<V> {
@@ -45,6 +48,7 @@ impl<V> Channel<V> {
                 waker: None,
                 emitter_gone: false,
                 subscriber_gone: false,
+                stopped: false,
             }),
             capacity,
         })
@@ -52,6 +56,24 @@ impl<V> Channel<V> {
 
     fn wake(&self) {
         self.change(|_| ((), true));
+    }
+
+    /// Says, once dropped, that the subscription's stop ran (or will never run), for a stream
+    /// that waits for it to end with a close.
+    pub(crate) fn stop_guard(self: &Arc<Self>) -> impl Drop + Send + 'static
+    where
+        V: Send + 'static,
+    {
+        struct Stopped<V>(Arc<Channel<V>>);
+        impl<V> Drop for Stopped<V> {
+            fn drop(&mut self) {
+                self.0.change(|state| {
+                    state.stopped = true;
+                    ((), true)
+                });
+            }
+        }
+        Stopped(self.clone())
     }
 
     /// Changes the state under its lock; `change` says whether the subscription is to hear of it,
@@ -266,7 +288,8 @@ impl<V> fmt::Debug for Emitter<V> {
 ///
 /// It ends (`None`) when the library drops its [`Emitter`]. When the pump closes, it yields the
 /// values it holds, then the close reason as one `Err` ([`Error::Closed`],
-/// [`Error::Panicked`]…), then ends. It holds at most the capacity given to `subscribe` of
+/// [`Error::Panicked`]…) once its stop ran on the loop's thread (polled on that thread itself,
+/// at once), then ends. It holds at most the capacity given to `subscribe` of
 /// values not yet taken; past that the emitter is refused (see [`Emitter::emit`]).
 ///
 /// Polled on the loop's own thread (in `run_once`, a call, a C callback) with no value to hand,
@@ -360,7 +383,16 @@ impl<V: Send + 'static> Stream for Subscription<V> {
                     // Under the lock that emits take: a value emitted from now on is handed
                     // back, not left where nobody takes it.
                     state.subscriber_gone = true;
-                    Step::End(Some(why))
+                    // The close runs the stop on the loop's thread: the stream ends after it,
+                    // unless this is that thread (it would wait for itself).
+                    let stopping = self.stop.is_some() && !state.stopped;
+                    match stopping && !crate::reentry::is_inside(self.core.id()) {
+                        true => {
+                            state.waker = Some(cx.waker().clone());
+                            Step::WaitForStop
+                        }
+                        false => Step::End(Some(why)),
+                    }
                 } else if crate::reentry::is_inside(self.core.id()) {
                     // Only the loop's own thread emits: waiting there would wait for itself. It
                     // ends, as a refused wait does, so nothing polls it again and again.
@@ -386,6 +418,7 @@ impl<V: Send + 'static> Stream for Subscription<V> {
                     }
                     return Poll::Pending;
                 }
+                Step::WaitForStop => return Poll::Pending,
             }
         }
     }
@@ -398,6 +431,8 @@ enum Step<V> {
     /// loop's thread with nothing to hand).
     End(Option<Error>),
     Wait,
+    /// Closed: the stop is to run first.
+    WaitForStop,
 }
 
 impl<V> Subscription<V> {

@@ -548,3 +548,83 @@ fn what_start_returns_goes_to_the_stop_or_is_dropped_once_the_library_ends_it() 
         assert_eq!(live.load(SeqCst), 0);
     });
 }
+
+/// Found by a hostile probe: a close ended the stream with its reason while the stop was still
+/// to run (or running) on the loop's thread, against "a close ends the stream with the pump's
+/// reason, after running `stop`". Polled on the loop's thread itself, a stream the close ended
+/// does not wait for a stop only that thread can run.
+#[test]
+fn a_close_ends_the_stream_only_after_its_stop_ran() {
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    use std::sync::{mpsc, Arc};
+    let stopped = Arc::new(AtomicBool::new(false));
+    let flag = stopped.clone();
+    let (release, gate) = mpsc::channel::<()>();
+    let (pump, handle) = Pump::builder()
+        .build_with_state(|_| Ok(Vec::<Emitter<u8>>::new()), |_, _| None)
+        .expect("pump thread starts");
+    let mut stream = handle.subscribe(
+        4,
+        |held: &mut Vec<Emitter<u8>>, emitter| held.push(emitter),
+        move |_, ()| {
+            // A slow unsubscribe in C.
+            let _ = gate.recv_timeout(common::HANG);
+            flag.store(true, SeqCst);
+        },
+    );
+    futures_lite::future::block_on(async {
+        within("a call", handle.call(|_| {}))
+            .await
+            .expect("started");
+        pump.close();
+        let mut end = std::pin::pin!(stream.next());
+        let early = futures_lite::future::poll_once(end.as_mut()).await;
+        assert!(early.is_none(), "ended before its stop ran: {early:?}");
+        release.send(()).expect("the stop waits");
+        let end = within("the stream's end", end).await;
+        assert!(stopped.load(SeqCst), "its stop ran");
+        assert_eq!(end, Some(Err(Error::Closed)));
+        within("closed()", pump.closed()).await.expect("closed");
+    });
+
+    // Polled in another subscription's stop, on the loop's thread, as the close runs the stops.
+    let (pump, handle) = Pump::builder()
+        .build_with_state(|_| Ok(Vec::<Emitter<u8>>::new()), |_, _| None)
+        .expect("pump thread starts");
+    // The close runs the stops in the order the subscriptions were made: the outer one's stop
+    // runs before those of the streams it polls, made after it.
+    let inner = Arc::new(std::sync::Mutex::new(
+        Vec::<ffi_pump::Subscription<u8>>::new(),
+    ));
+    let polled = inner.clone();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = seen.clone();
+    let _outer = handle.subscribe(
+        1,
+        |held: &mut Vec<Emitter<u8>>, e| held.push(e),
+        move |_, ()| {
+            for mut inner in polled.lock().expect("unpoisoned").drain(..) {
+                let end = futures_lite::future::block_on(inner.next());
+                record.lock().expect("unpoisoned").push(end);
+            }
+        },
+    );
+    inner.lock().expect("unpoisoned").extend(
+        (0..4).map(|_| {
+            handle.subscribe(1, |held: &mut Vec<Emitter<u8>>, e| held.push(e), |_, ()| {})
+        }),
+    );
+    futures_lite::future::block_on(async {
+        within("a call", handle.call(|_| {}))
+            .await
+            .expect("started");
+        pump.close();
+        within("closed()", pump.closed()).await.expect("closed");
+    });
+    let seen = std::mem::take(&mut *seen.lock().expect("unpoisoned"));
+    assert_eq!(seen.len(), 4, "every inner stream polled");
+    assert!(
+        seen.iter().all(|end| matches!(end, Some(Err(_)))),
+        "ended on the loop's thread: {seen:?}"
+    );
+}
