@@ -867,6 +867,88 @@ mod closed_first {
         set.unwatch(2).expect("an unknown token by now");
     }
 
+    /// Found by a hostile probe: a number closed while watched by two registrations and taken
+    /// by a regular file. Unwatching one (`EPERM` changing the entry for the other), emptying
+    /// the list, or moving one elsewhere failed, and the other registration stayed on the
+    /// regular file; any refusal now looks whether the number still names its file.
+    #[test]
+    fn registrations_leave_a_number_a_file_the_kernel_cannot_poll_took_without_an_error() {
+        let closed_into_a_regular_file = |set: &Descriptors| {
+            let (socket, peer) = UnixStream::pair().expect("socketpair");
+            let mut number: OwnedFd = socket.into();
+            let fd = number.as_raw_fd();
+            set.watch(fd, Interest::READABLE, 1).expect("watch");
+            set.watch(fd, Interest::WRITABLE, 2).expect("watch");
+            let file = std::fs::File::open("Cargo.toml").expect("a regular file");
+            reopen_under(&mut number, &file); // closed without unwatching
+            (number, peer)
+        };
+        let set = Descriptors::new().expect("set");
+        let _kept = closed_into_a_regular_file(&set);
+        set.unwatch(1).expect("unwatch one of two");
+        assert_eq!(set.watched(), [], "the other, on the closed socket");
+
+        let set = Descriptors::new().expect("set");
+        let _kept = closed_into_a_regular_file(&set);
+        set.watch_only(std::iter::empty()).expect("an empty list");
+        assert!(set.is_empty());
+
+        let set = Descriptors::new().expect("set");
+        let _kept = closed_into_a_regular_file(&set);
+        let (elsewhere, _peer) = UnixStream::pair().expect("socketpair");
+        let moved = elsewhere.as_raw_fd();
+        set.watch(moved, Interest::READABLE, 1).expect("moved");
+        assert_eq!(set.watched(), [(1, moved, Interest::READABLE)]);
+    }
+
+    /// Found by a hostile probe: a socket closed under its number while watched (kept open by
+    /// a duplicate), unwatched — the kernel kept its entry, as the number named another file —
+    /// then that other file watched, and the first socket back under the number. A changed
+    /// watch (or the list handed again) then modified the first socket's leftover entry, which
+    /// the kernel took for the number's, and the set, still holding the other file's record,
+    /// let the registration go at the first report: readable, never handed. A refused removal
+    /// now moves the set off what the kernel may have kept.
+    #[test]
+    fn a_socket_back_under_its_number_after_another_file_is_watched_as_changed() {
+        for listed in [false, true] {
+            let set = Descriptors::new().expect("set");
+            let (first, mut peer) = UnixStream::pair().expect("socketpair");
+            let mut number: OwnedFd = first.into();
+            let fd = number.as_raw_fd();
+            let duplicate = number.try_clone().expect("dup"); // as a forked child holds it
+            set.watch(fd, Interest::READABLE, 1).expect("watch");
+            let (other, _other_peer) = UnixStream::pair().expect("socketpair");
+            reopen_under(&mut number, &other); // closed without unwatching
+            drop(other);
+            set.unwatch(1).expect("unwatch");
+            match listed {
+                false => set.watch(fd, Interest::READABLE, 2),
+                true => set.watch_only([(fd, Interest::READABLE)]),
+            }
+            .expect("the other file, watched");
+            reopen_under(&mut number, &duplicate); // the first socket back
+            let token = match listed {
+                false => {
+                    let changed = Interest::READABLE | Interest::WRITABLE;
+                    set.watch(fd, changed, 2).expect("a changed watch");
+                    2
+                }
+                true => {
+                    set.watch_only([(fd, Interest::READABLE)])
+                        .expect("listed again");
+                    fd_token(fd)
+                }
+            };
+            peer.write_all(b"!").expect("write");
+            let ready: Vec<Ready> = (0..3).flat_map(|_| set.ready()).collect();
+            assert!(
+                ready.iter().any(|r| r.token() == token && r.is_readable()),
+                "listed: {listed}: watched and readable, not handed: {ready:?}, left {:?}",
+                set.watched()
+            );
+        }
+    }
+
     /// Found by a hostile probe of the `polling` form: a socket closed under its number while
     /// watched (its file kept open by a duplicate), unwatched, and then back under the number:
     /// the kernel still held the entry the set could not take out, and the form refused the

@@ -94,14 +94,13 @@ impl Instance {
         by_number(fd, |fd| epoll::modify(&self.0, fd, data, flags)).is_ok()
     }
 
-    /// Takes `fd` out. The kernel refuses only when the number no longer names the file
-    /// registered (closed: `EBADF`; another file: `ENOENT`, or `EPERM`, `EINVAL` for a regular
-    /// file or an epoll instance); the entry is then gone already, or a leftover of a descriptor
-    /// closed while watched, which goes with a new instance once it reports (its key is then
-    /// one the set no longer knows). Either way the registration is gone: not an error.
-    pub(super) fn delete(&self, fd: RawFd) -> io::Result<()> {
-        let _ = by_number(fd, |fd| epoll::delete(&self.0, fd));
-        Ok(())
+    /// Takes `fd` out; whether an entry of an earlier file under the number may be left in the
+    /// instance. The kernel refuses only when the number no longer names the file registered
+    /// (closed: `EBADF`; another file: `ENOENT`, or `EPERM`, `EINVAL` for a regular file or an
+    /// epoll instance); the entry is then gone already, or a leftover of a descriptor closed
+    /// while watched, kept by a duplicate elsewhere. Either way the registration is gone.
+    pub(super) fn delete(&self, fd: RawFd) -> bool {
+        by_number(fd, |fd| epoll::delete(&self.0, fd)).is_err()
     }
 
     /// Hands `found` what is ready now, by key, up to `capacity` entries; does not wait.

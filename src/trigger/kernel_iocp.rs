@@ -100,14 +100,15 @@ impl Instance {
         }
     }
 
-    /// Takes `socket` out; a handle that is no longer open is not an error (the registration is
-    /// gone either way).
+    /// Takes `socket` out; never leaves anything behind (a socket's registration goes with its
+    /// handle), so `false`. A handle that is no longer open is not an error: the registration is
+    /// gone either way.
     #[allow(unsafe_code)]
-    pub(super) fn delete(&self, socket: RawSocket) -> io::Result<()> {
+    pub(super) fn delete(&self, socket: RawSocket) -> bool {
         // SAFETY: as in `control`.
         let borrowed = unsafe { BorrowedSocket::borrow_raw(socket) };
         let _ = self.0.poller.delete(borrowed);
-        Ok(())
+        false
     }
 
     /// Hands `found` what the loop's thread found ready while it slept, and what the port has

@@ -133,16 +133,19 @@ impl Instance {
             .is_ok()
     }
 
-    /// Takes `fd` out; a number that no longer names the file registered is not an error (the
-    /// registration is gone either way).
+    /// Takes `fd` out; whether an entry of an earlier file under the number may be left in the
+    /// instance: where `polling` is epoll, a refusal (the number no longer names the file
+    /// registered) may leave the entry of a file a duplicate keeps open; kqueue and event ports
+    /// drop a descriptor's events with its close. The registration is gone either way.
     #[allow(unsafe_code)]
-    pub(super) fn delete(&self, fd: RawFd) -> io::Result<()> {
-        if fd >= 0 {
-            // SAFETY: as in `control`.
-            let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
-            let _ = self.0.delete(borrowed);
+    pub(super) fn delete(&self, fd: RawFd) -> bool {
+        if fd < 0 {
+            return false;
         }
-        Ok(())
+        // SAFETY: as in `control`.
+        let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+        let refused = self.0.delete(borrowed).is_err();
+        refused && cfg!(any(target_os = "linux", target_os = "android"))
     }
 
     /// Hands `found` what is ready now, by key, up to `capacity` entries; does not wait.

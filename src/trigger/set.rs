@@ -249,7 +249,9 @@ impl Descriptors {
     /// this one, or an epoll instance that holds another one (the set nests two levels deep
     /// itself); `EBADF` for a negative number, whatever the interest; on Windows `WSAENOTSOCK`
     /// for `INVALID_SOCKET`);
-    /// the set is left as it was, and stays usable. The kernel hears only of what a
+    /// the set is left as it was — but for registrations on a number the library closed
+    /// without unwatching, which go as the refusal tells that (see "The library's part") — and
+    /// stays usable. The kernel hears only of what a
     /// registration waits on: with [`Interest::NONE`] alone on it, a number is not looked at
     /// until an interest is asked of it.
     ///
@@ -626,9 +628,11 @@ impl Descriptors {
         if !watched.tokens.is_empty() {
             return match self.apply(table, fd, asked, false) {
                 // The library closed the descriptor first: the other registrations on it go too,
-                // as if unwatched, rather than watch what the number names now.
-                Err(err) if names_another_file(&err) => {
+                // as if unwatched, rather than watch what the number names now — also a number
+                // a file the kernel cannot poll took (`EPERM`), as any refusal is looked into.
+                Err(err) if names_another_file(&err) || !table.names_its_file(fd) => {
                     table.let_go(fd);
+                    table.leftover = true;
                     Ok(())
                 }
                 applied => applied,
@@ -636,10 +640,12 @@ impl Descriptors {
         }
         let watched = table.fds.remove(&fd).expect("held");
         table.keys.remove(&watched.key);
-        match watched.asked.is_empty() {
-            true => Ok(()),
-            false => table.instance.delete(fd),
+        // Refused, the kernel may keep the old file's entry, which would take a later change of
+        // that file back under the number for the set's: the set moves without it.
+        if !watched.asked.is_empty() && table.instance.delete(fd) {
+            table.leftover = true;
         }
+        Ok(())
     }
 
     /// Brings the kernel's entry for `fd` to ask for `asked`, making the descriptor's record if
@@ -658,6 +664,7 @@ impl Descriptors {
             fds,
             keys,
             next_key,
+            leftover,
             ..
         } = table;
         let (old_key, before) = match fds.get(&fd) {
@@ -676,7 +683,8 @@ impl Descriptors {
                 instance.control(false, fd, key, asked)?
             }
             (false, false) => {}
-            (false, true) => instance.delete(fd)?,
+            // Refused: as for a descriptor's last registration (`detach`).
+            (false, true) => *leftover |= instance.delete(fd),
         }
         if old_key != Some(key) {
             if let Some(old_key) = old_key {
