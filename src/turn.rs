@@ -127,10 +127,12 @@ async fn turn(core: Arc<Core>) -> Result<(), Error> {
         Cause::Turn.report(&core, ran);
         return checks_of(&core, round).await;
     }
-    // The loop lives on the pump's thread: ask it.
+    // The loop lives on the pump's thread: ask it. A caller inside other pumps waits for that
+    // thread, which runs inside them meanwhile.
     if !core.drivers.any() {
         return Err(core.undriven());
     }
+    let _nested = core.nested.register(reentry::snapshot());
     core.kick();
     ran_since(&core, seen, listener).await?;
     checks_of(&core, seen + 1).await

@@ -1085,3 +1085,101 @@ fn waits_end_with_closed_when_run_onces_drop_panics_after_a_close() {
         });
     }
 }
+
+/// Found by a hostile probe: two loops on their own threads that wait on each other — A's call
+/// making a call on B that calls A, or A's run turning B whose run calls A — deadlocked,
+/// against "however deeply pumps nest": each thread knew only the pumps it was inside of
+/// itself. What a loop's thread runs for a caller inside other pumps (a call, a turn it asked
+/// for) is inside them too, and the call back fails with `Reentrant`.
+#[test]
+fn loops_on_their_own_threads_that_wait_on_each_other_refuse_instead_of_deadlocking() {
+    use futures_lite::future::block_on;
+    let (_a_pump, a) = Pump::builder()
+        .build_with_state(|_| Ok(1_u32), |_, _| None)
+        .expect("pump thread starts");
+    let (_b_pump, b) = Pump::builder()
+        .build_with_state(|_| Ok(2_u32), |_, _| None)
+        .expect("pump thread starts");
+    let back = a.clone();
+    let outer = a.call(move |_| {
+        let back = back.clone();
+        block_on(b.call(move |_| block_on(back.call(|n| *n))))
+    });
+    let got = block_on(common::within("A's call on B calling A", outer));
+    assert_eq!(got, Ok(Ok(Err(Error::Reentrant))));
+
+    // A's run turns B, whose run then calls A.
+    type Slot<T> = Arc<std::sync::Mutex<Option<T>>>;
+    let b_slot: Slot<Pump> = Arc::default();
+    let a_slot: Slot<ffi_pump::LoopHandle<()>> = Arc::default();
+    let seen: Arc<std::sync::Mutex<Vec<Result<(), Error>>>> = Arc::default();
+    let (to_b, a_saw) = (b_slot.clone(), seen.clone());
+    let (a_pump, a) = Pump::builder()
+        .build_with_state(
+            |_| Ok(()),
+            move |_, _| {
+                if let Some(b) = to_b.lock().expect("unpoisoned").take() {
+                    let turned = block_on(b.turn());
+                    a_saw.lock().expect("unpoisoned").push(turned);
+                }
+                None::<std::time::Instant>
+            },
+        )
+        .expect("pump thread starts");
+    let (to_a, b_saw) = (a_slot.clone(), seen.clone());
+    let (b_pump, _b) = Pump::builder()
+        .build_with_state(
+            |_| Ok(()),
+            move |_, _| {
+                if let Some(a) = to_a.lock().expect("unpoisoned").take() {
+                    let called = block_on(a.call(|_| ()));
+                    b_saw.lock().expect("unpoisoned").push(called);
+                }
+                None::<std::time::Instant>
+            },
+        )
+        .expect("pump thread starts");
+    *a_slot.lock().expect("unpoisoned") = Some(a.clone());
+    *b_slot.lock().expect("unpoisoned") = Some(b_pump.clone());
+    block_on(common::within("A's turn", a_pump.turn())).expect("A runs");
+    let seen = seen.lock().expect("unpoisoned").clone();
+    assert_eq!(
+        seen,
+        [Err(Error::Reentrant), Ok(())],
+        "B's call, then A's turn"
+    );
+
+    // A's call waits on B, whose run calls A while the wait is pending.
+    let (_a_pump, a) = Pump::builder()
+        .build_with_state(|_| Ok(()), |_, _| None)
+        .expect("pump thread starts");
+    let a_slot: Slot<ffi_pump::LoopHandle<()>> = Arc::new(std::sync::Mutex::new(Some(a.clone())));
+    let answered = Arc::new(AtomicBool::new(false));
+    let b_saw: Arc<std::sync::Mutex<Vec<Result<(), Error>>>> = Arc::default();
+    let (to_a, saw, flag) = (a_slot.clone(), b_saw.clone(), answered.clone());
+    let (b_pump, _b) = Pump::builder()
+        .build_with_state(
+            |_| Ok(()),
+            move |_, _| {
+                // Ticks while a wait is pending; the first run that finds one calls A.
+                if let Some(a) = to_a.lock().expect("unpoisoned").take() {
+                    saw.lock()
+                        .expect("unpoisoned")
+                        .push(block_on(a.call(|_| ())));
+                    flag.store(true, SeqCst);
+                }
+            },
+        )
+        .expect("pump thread starts");
+    let waited = a.call(move |_| {
+        let flag = answered.clone();
+        block_on(
+            b_pump
+                .wait_until(move || flag.load(SeqCst))
+                .timeout(common::HANG),
+        )
+    });
+    let waited = block_on(common::within("A's call waiting on B", waited));
+    assert_eq!(waited, Ok(Ok(())), "the wait on B ended");
+    assert_eq!(*b_saw.lock().expect("unpoisoned"), [Err(Error::Reentrant)]);
+}

@@ -187,7 +187,7 @@ impl<C: Check> Wait for Broadcast<C> {
         None
     }
 
-    fn pump_id(&self) -> usize {
-        self.core.id()
+    fn core(&self) -> &crate::core::Core {
+        &self.core
     }
 }
