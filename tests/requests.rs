@@ -480,7 +480,9 @@ fn a_request_answered_after_it_gave_up_and_before_its_cancel_ran_is_not_cancelle
         let counted = cancels.clone();
         let request = handle.request(
             |kept: &mut Vec<Completer<u8>>, done| kept.push(done),
-            move |_, ()| drop(counted.fetch_add(1, SeqCst)),
+            move |_, ()| {
+                counted.fetch_add(1, SeqCst);
+            },
         );
         futures_lite::future::block_on(async {
             common::within("start", handle.call(|_| {}))
