@@ -77,26 +77,12 @@ impl<S> Calls<S> {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Queues `job`; hands it back if the loop's thread has stopped. Sent from inside other
-    /// pumps (a call from another loop's call or run), it runs inside them too: a call from it
-    /// back into one of them fails with `Reentrant` instead of waiting for a thread that waits
-    /// for it.
-    pub(crate) fn push(&self, job: Job<S>) -> Result<(), Job<S>>
-    where
-        S: 'static,
-    {
-        let nested = crate::reentry::snapshot();
+    /// Queues `job`; hands it back if the loop's thread has stopped.
+    pub(crate) fn push(&self, job: Job<S>) -> Result<(), Job<S>> {
         let mut queue = lock(&self.queue);
         if queue.closed {
             return Err(job);
         }
-        let job = match nested.is_empty() {
-            true => job,
-            false => Box::new(move |state: &mut S| {
-                let _inside = crate::reentry::Inside::enter_all(&nested);
-                job(state)
-            }),
-        };
         queue.jobs.push(Queued::Call(job));
         Ok(())
     }

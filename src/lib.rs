@@ -78,12 +78,6 @@
 //! [`LoopHandle::call`], [`Pump::closed`], a [`Subscription`] with nothing to hand) fails with
 //! [`Error::Reentrant`] instead of waiting for itself, however deeply pumps nest (A's `run_once`
 //! turning B, whose `run_once` calls A), and wherever the future was made or first polled.
-//! That holds across loops on their own threads too: a call, request or subscription sent from
-//! inside pump A runs inside A on the loop's thread that takes it, and a loop's thread that a
-//! turn or a wait polled inside A waits for is inside A meanwhile — so A's call waiting on B's
-//! loop, which calls A, fails instead of deadlocking. A pump whose loop runs in its driver on
-//! an executor's thread cannot be told who blocks on it: from inside a pump, wait only on
-//! pumps on the same thread or on their own threads, or post and kick.
 //! [`Pump::kick`], [`Pump::close`], [`LoopHandle::post`] and [`Completions::complete`] never
 //! wait, and work there.
 //!

@@ -7,15 +7,12 @@
 //! every pump it is inside of, not only the innermost.
 
 use std::cell::RefCell;
-use std::sync::Arc;
 
 #[cfg(not(loom))]
 std::thread_local! {
     static INSIDE: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
     /// The pumps whose `run_once` this thread is in, innermost last.
     static RUNNING: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
-    /// On a loop's own thread: the pumps inside which callers wait for it.
-    static WAITED_ON_BY: RefCell<Option<Arc<Nested>>> = const { RefCell::new(None) };
 }
 
 // Loom runs its threads on one OS thread, so "this thread" has to be loom's.
@@ -23,7 +20,6 @@ std::thread_local! {
 loom::thread_local! {
     static INSIDE: RefCell<Vec<usize>> = RefCell::new(Vec::new());
     static RUNNING: RefCell<Vec<usize>> = RefCell::new(Vec::new());
-    static WAITED_ON_BY: RefCell<Option<Arc<Nested>>> = RefCell::new(None);
 }
 
 /// Marks this thread as inside the pump identified by `id` until dropped.
@@ -34,19 +30,6 @@ pub(crate) struct Inside {
 }
 
 impl Inside {
-    /// Marks this thread as inside each of `ids` (outermost first) until dropped.
-    pub(crate) fn enter_all(ids: &[usize]) -> Inside {
-        let depth = INSIDE
-            .try_with(|inside| {
-                let mut inside = inside.borrow_mut();
-                let depth = inside.len();
-                inside.extend_from_slice(ids);
-                depth
-            })
-            .ok();
-        Inside { depth }
-    }
-
     pub(crate) fn enter(id: usize) -> Inside {
         let depth = INSIDE
             .try_with(|inside| {
@@ -105,82 +88,9 @@ pub(crate) fn is_unwinding_its_loop(id: usize) -> bool {
             .unwrap_or(false)
 }
 
-/// The pumps this thread is inside of, outermost first: empty on a thread that is in none (an
-/// executor's, a caller's), which allocates nothing.
-pub(crate) fn snapshot() -> Vec<usize> {
-    INSIDE
-        .try_with(|inside| inside.borrow().clone())
-        .unwrap_or_default()
-}
-
-/// The pumps inside which threads wait for a pump's loop thread (a turn they asked of it): that
-/// thread is inside them too meanwhile, as it would be on their own thread, so a call from it
-/// back into one of them fails with `Reentrant` instead of waiting for a thread that waits for
-/// it.
-#[derive(Debug, Default)]
-pub(crate) struct Nested {
-    /// Each waiter's pumps, one entry per pump per waiter.
-    ids: crate::sync::Mutex<Vec<usize>>,
-    /// How many entries `ids` holds: the loop's thread looks at the list only when some.
-    len: crate::sync::AtomicUsize,
-}
-
-impl Nested {
-    /// Counts `ids` (a waiter's [`snapshot`]) until the returned guard is dropped.
-    pub(crate) fn register(self: &Arc<Self>, ids: Vec<usize>) -> Registered {
-        if !ids.is_empty() {
-            let mut all = crate::sync::lock(&self.ids);
-            all.extend_from_slice(&ids);
-            self.len
-                .store(all.len(), std::sync::atomic::Ordering::SeqCst);
-        }
-        Registered {
-            nested: self.clone(),
-            ids,
-        }
-    }
-
-    /// Whether some waiter is inside the pump `id` now; without a lock when no waiter is inside
-    /// any.
-    fn contains(&self, id: usize) -> bool {
-        self.len.load(std::sync::atomic::Ordering::SeqCst) != 0
-            && crate::sync::lock(&self.ids).contains(&id)
-    }
-}
-
-/// A waiter's pumps, counted in [`Nested`] until dropped.
-pub(crate) struct Registered {
-    nested: Arc<Nested>,
-    ids: Vec<usize>,
-}
-
-impl Drop for Registered {
-    fn drop(&mut self) {
-        if self.ids.is_empty() {
-            return;
-        }
-        let mut all = crate::sync::lock(&self.nested.ids);
-        for id in &self.ids {
-            if let Some(at) = all.iter().position(|held| held == id) {
-                all.swap_remove(at);
-            }
-        }
-        (self.nested.len).store(all.len(), std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
-/// Makes this thread, a loop's own, inside the pumps `nested` counts, from now on.
-pub(crate) fn waited_on_by(nested: Arc<Nested>) {
-    let _ = WAITED_ON_BY.try_with(|waited| *waited.borrow_mut() = Some(nested));
-}
-
-/// Whether this thread is inside the pump identified by `id`, however deeply nested: itself, or,
-/// on a loop's own thread, through a caller inside that pump that waits for this thread.
+/// Whether this thread is inside the pump identified by `id`, however deeply nested.
 pub(crate) fn is_inside(id: usize) -> bool {
-    let here = INSIDE
+    INSIDE
         .try_with(|inside| inside.borrow().contains(&id))
-        .unwrap_or(false);
-    here || WAITED_ON_BY
-        .try_with(|waited| waited.borrow().as_ref().is_some_and(|n| n.contains(id)))
         .unwrap_or(false)
 }

@@ -127,12 +127,10 @@ async fn turn(core: Arc<Core>) -> Result<(), Error> {
         Cause::Turn.report(&core, ran);
         return checks_of(&core, round).await;
     }
-    // The loop lives on the pump's thread: ask it. A caller inside other pumps waits for that
-    // thread, which runs inside them meanwhile.
+    // The loop lives on the pump's thread: ask it.
     if !core.drivers.any() {
         return Err(core.undriven());
     }
-    let _nested = core.nested.register(reentry::snapshot());
     core.kick();
     ran_since(&core, seen, listener).await?;
     checks_of(&core, seen + 1).await

@@ -93,8 +93,6 @@ pub(crate) struct Core {
     /// [`Builder::run_on_readable`]: crate::Builder::run_on_readable
     pub(crate) trigger: Option<crate::trigger::Trigger>,
     pub(crate) counters: Counters,
-    /// The pumps inside which threads wait for this pump's loop thread to run.
-    pub(crate) nested: Arc<crate::reentry::Nested>,
 }
 
 impl Core {
@@ -123,7 +121,6 @@ impl Core {
             }),
             trigger,
             counters: Counters::default(),
-            nested: Arc::default(),
         })
     }
 

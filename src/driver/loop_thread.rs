@@ -64,8 +64,6 @@ where
                 state: None,
                 run_once: Some(run_once),
             };
-            // Callers inside other pumps that wait for this thread make it inside them too.
-            crate::reentry::waited_on_by(core.nested.clone());
             let mut setup = Setup::new(core.clone());
             let failed = match catch_unwind(AssertUnwindSafe(|| factory(&mut setup))) {
                 Ok(Ok(state)) => {

@@ -187,7 +187,7 @@ impl<C: Check> Wait for Broadcast<C> {
         None
     }
 
-    fn core(&self) -> &crate::core::Core {
-        &self.core
+    fn pump_id(&self) -> usize {
+        self.core.id()
     }
 }

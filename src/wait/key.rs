@@ -105,8 +105,8 @@ where
         self.leave().map(Ok)
     }
 
-    fn core(&self) -> &crate::core::Core {
-        &self.core
+    fn pump_id(&self) -> usize {
+        self.core.id()
     }
 }
 

@@ -124,10 +124,10 @@ impl<C: Check<Output = T>, T> Wait for Protocol<C, T> {
         }
     }
 
-    fn core(&self) -> &crate::core::Core {
+    fn pump_id(&self) -> usize {
         match self {
-            Protocol::Broadcast(wait) => wait.core(),
-            Protocol::OnPump(wait) => wait.core(),
+            Protocol::Broadcast(wait) => wait.pump_id(),
+            Protocol::OnPump(wait) => wait.pump_id(),
         }
     }
 }

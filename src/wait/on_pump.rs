@@ -319,8 +319,8 @@ impl<C, T> Wait for OnPump<C, T> {
         }
     }
 
-    fn core(&self) -> &crate::core::Core {
-        &self.core
+    fn pump_id(&self) -> usize {
+        self.core.id()
     }
 }
 

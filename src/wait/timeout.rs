@@ -21,9 +21,8 @@ pub(crate) trait Wait: Unpin {
     /// and nothing its check handed out is lost.
     fn cancel(&mut self) -> Option<Result<Self::Output, Error>>;
 
-    /// The pump it waits on: to tell whether this thread is inside it, and to tell it a waiter
-    /// inside other pumps waits for it.
-    fn core(&self) -> &crate::core::Core;
+    /// The id of the pump it waits on, to tell whether this thread is inside that pump.
+    fn pump_id(&self) -> usize;
 }
 
 /// A wait and its optional deadline: polls the wait first, then the timer, so a wait that is
@@ -32,9 +31,6 @@ pub(crate) struct Timeout<W> {
     wait: W,
     timer: Option<Timer>,
     done: bool,
-    /// Polled inside other pumps (a blocking wait in a run or a call), the wait tells its pump,
-    /// whose loop thread is then inside them too (see [`crate::reentry::Nested`]).
-    nested: Option<crate::reentry::Registered>,
 }
 
 impl<W> Timeout<W> {
@@ -43,7 +39,6 @@ impl<W> Timeout<W> {
             wait,
             timer: None,
             done: false,
-            nested: None,
         }
     }
 
@@ -73,32 +68,22 @@ impl<W: Wait> Timeout<W> {
     /// If polled again after it completed.
     pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Result<W::Output, Error>> {
         assert!(!self.done, "a wait future was polled after it completed");
-        // Before the wait shows in its pump: a run that serves it finds its waiter's pumps.
-        if self.nested.is_none() {
-            let inside = crate::reentry::snapshot();
-            if !inside.is_empty() {
-                self.nested = Some(self.wait.core().nested.register(inside));
-            }
-        }
         if let Poll::Ready(outcome) = self.wait.poll_wait(cx) {
             self.done = true;
             self.timer = None;
-            self.nested = None;
             return Poll::Ready(outcome);
         }
         // Polled inside its own pump (made or first polled elsewhere): waiting here would wait
         // for this thread. It gives up, with what it reached meanwhile if anything.
-        if crate::reentry::is_inside(self.wait.core().id()) {
+        if crate::reentry::is_inside(self.wait.pump_id()) {
             self.done = true;
             self.timer = None;
-            self.nested = None;
             return Poll::Ready(self.wait.cancel().unwrap_or(Err(Error::Reentrant)));
         }
         if let Some(timer) = &mut self.timer {
             if Pin::new(timer).poll(cx).is_ready() {
                 self.done = true;
                 self.timer = None;
-                self.nested = None;
                 return Poll::Ready(self.wait.cancel().unwrap_or(Err(Error::TimedOut)));
             }
         }
