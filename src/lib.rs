@@ -76,8 +76,13 @@
 //! From inside a pump — its `run_once`, one of its checks, a call on its loop's thread, the drop
 //! of its loop — every call that would wait for that pump ([`Pump::turn`], the waits,
 //! [`LoopHandle::call`], [`Pump::closed`], a [`Subscription`] with nothing to hand) fails with
-//! [`Error::Reentrant`] instead of waiting for itself, however deeply pumps nest (A's `run_once`
-//! turning B, whose `run_once` calls A), and wherever the future was made or first polled.
+//! [`Error::Reentrant`] instead of waiting for itself, however deeply pumps nest on one thread
+//! (A's `run_once` turning B, whose `run_once` calls A), and wherever the future was made or
+//! first polled. Loops on their own threads are threads like any others: if A's loop thread
+//! blocks on B (a call, a turn, a wait) while B's blocks on A, both wait for ever, as two
+//! threads that each wait for the other do — nothing tells the crate that the call B's thread
+//! makes is made for A, nor whether a future polled inside A is blocked on or kept for later.
+//! Between loops that may wait for each other, post or kick one way.
 //! [`Pump::kick`], [`Pump::close`], [`LoopHandle::post`] and [`Completions::complete`] never
 //! wait, and work there.
 //!
