@@ -1,6 +1,6 @@
 //! [`Descriptors`]: the descriptors a C library asks its loop to watch, waited on as one.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::io;
 #[cfg(unix)]
@@ -127,6 +127,11 @@ struct Table {
     /// An entry the kernel would not take out may linger in the inner instance (the library
     /// closed its descriptor first): the set moves to a new one before it lets go of the table.
     leftover: bool,
+    /// Numbers whose entry the kernel would not take out since the last move: an earlier file
+    /// may still be there under the number (kept open by a duplicate), and come back under it,
+    /// so that a change of the number's entry reaches that file's and the kernel takes it.
+    /// Their changes look at the file first, as where the kernel does not check it.
+    suspect: HashSet<RawDescriptor>,
 }
 
 #[derive(Clone, Copy)]
@@ -219,6 +224,7 @@ impl Descriptors {
                     keys: HashMap::new(),
                     next_key: 0,
                     leftover: false,
+                    suspect: HashSet::new(),
                 }),
             }),
         })
@@ -294,8 +300,9 @@ impl Descriptors {
         // refusal is looked into then); the look costs its system calls only when the entry
         // stays as it is.
         #[cfg(unix)]
-        let looks_later =
-            Instance::A_CHANGE_CHECKS_THE_FILE && table.changes_entry(fd, token, interest, force);
+        let looks_later = Instance::A_CHANGE_CHECKS_THE_FILE
+            && !table.suspect.contains(&fd)
+            && table.changes_entry(fd, token, interest, force);
         #[cfg(windows)]
         let looks_later = false;
         if table.fds.contains_key(&fd) && !looks_later && !table.names_its_file(fd) {
@@ -613,6 +620,8 @@ impl Descriptors {
         }
         self.inner.outer.swap(&table.instance, &instance)?;
         table.instance = instance;
+        // Nothing of the old instance is left to come back.
+        table.suspect.clear();
         Ok(())
     }
 
@@ -641,9 +650,9 @@ impl Descriptors {
         let watched = table.fds.remove(&fd).expect("held");
         table.keys.remove(&watched.key);
         // Refused, the kernel may keep the old file's entry, which would take a later change of
-        // that file back under the number for the set's: the set moves without it.
+        // that file back under the number for the set's own: such changes look first.
         if !watched.asked.is_empty() && table.instance.delete(fd) {
-            table.leftover = true;
+            table.suspect.insert(fd);
         }
         Ok(())
     }
@@ -664,7 +673,7 @@ impl Descriptors {
             fds,
             keys,
             next_key,
-            leftover,
+            suspect,
             ..
         } = table;
         let (old_key, before) = match fds.get(&fd) {
@@ -684,7 +693,11 @@ impl Descriptors {
             }
             (false, false) => {}
             // Refused: as for a descriptor's last registration (`detach`).
-            (false, true) => *leftover |= instance.delete(fd),
+            (false, true) => {
+                if instance.delete(fd) {
+                    suspect.insert(fd);
+                }
+            }
         }
         if old_key != Some(key) {
             if let Some(old_key) = old_key {
