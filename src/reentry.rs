@@ -22,31 +22,62 @@ loom::thread_local! {
     static RUNNING: RefCell<Vec<usize>> = RefCell::new(Vec::new());
 }
 
+/// One of this thread's records of pumps.
+#[derive(Clone, Copy)]
+enum Record {
+    /// The pumps it is inside of.
+    Inside,
+    /// The pumps whose `run_once` it is in.
+    Running,
+}
+
+impl Record {
+    /// `f` on the record; `None` once the thread's records are gone (a pump used from another
+    /// thread-local's destructor).
+    fn with<R>(self, f: impl FnOnce(&mut Vec<usize>) -> R) -> Option<R> {
+        let key = match self {
+            Record::Inside => &INSIDE,
+            Record::Running => &RUNNING,
+        };
+        key.try_with(|record| f(&mut record.borrow_mut())).ok()
+    }
+}
+
+/// Keeps a pump in one of this thread's records until dropped.
+struct Entered {
+    record: Record,
+    /// How many pumps the record held before; dropping goes back to that.
+    depth: Option<usize>,
+}
+
+impl Entered {
+    fn new(record: Record, id: usize) -> Entered {
+        let depth = record.with(|pumps| {
+            pumps.push(id);
+            pumps.len() - 1
+        });
+        Entered { record, depth }
+    }
+}
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        if let Some(depth) = self.depth {
+            // `truncate`, not `pop`: right even if an inner guard was leaked.
+            self.record.with(|pumps| pumps.truncate(depth));
+        }
+    }
+}
+
 /// Marks this thread as inside the pump identified by `id` until dropped.
 pub(crate) struct Inside {
-    /// How many pumps this thread was inside of before; dropping goes back to that. `None` when
-    /// the thread's record is gone (a pump used from another thread-local's destructor).
-    depth: Option<usize>,
+    _entered: Entered,
 }
 
 impl Inside {
     pub(crate) fn enter(id: usize) -> Inside {
-        let depth = INSIDE
-            .try_with(|inside| {
-                let mut inside = inside.borrow_mut();
-                inside.push(id);
-                inside.len() - 1
-            })
-            .ok();
-        Inside { depth }
-    }
-}
-
-impl Drop for Inside {
-    fn drop(&mut self) {
-        if let Some(depth) = self.depth {
-            // `truncate`, not `pop`: right even if an inner guard was leaked.
-            let _ = INSIDE.try_with(|inside| inside.borrow_mut().truncate(depth));
+        Inside {
+            _entered: Entered::new(Record::Inside, id),
         }
     }
 }
@@ -54,26 +85,13 @@ impl Drop for Inside {
 /// Marks this thread as running the loop (`run_once`) of the pump identified by `id` until
 /// dropped: a panic unwinding meanwhile is that loop's, which fails the pump.
 pub(crate) struct Running {
-    depth: Option<usize>,
+    _entered: Entered,
 }
 
 impl Running {
     pub(crate) fn enter(id: usize) -> Running {
-        let depth = RUNNING
-            .try_with(|running| {
-                let mut running = running.borrow_mut();
-                running.push(id);
-                running.len() - 1
-            })
-            .ok();
-        Running { depth }
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(depth) = self.depth {
-            let _ = RUNNING.try_with(|running| running.borrow_mut().truncate(depth));
+        Running {
+            _entered: Entered::new(Record::Running, id),
         }
     }
 }
@@ -83,14 +101,10 @@ impl Drop for Running {
 /// this thread is running that loop and unwinding.
 pub(crate) fn is_unwinding_its_loop(id: usize) -> bool {
     std::thread::panicking()
-        && RUNNING
-            .try_with(|running| running.borrow().last() == Some(&id))
-            .unwrap_or(false)
+        && Record::Running.with(|running| running.last() == Some(&id)) == Some(true)
 }
 
 /// Whether this thread is inside the pump identified by `id`, however deeply nested.
 pub(crate) fn is_inside(id: usize) -> bool {
-    INSIDE
-        .try_with(|inside| inside.borrow().contains(&id))
-        .unwrap_or(false)
+    Record::Inside.with(|inside| inside.contains(&id)) == Some(true)
 }
