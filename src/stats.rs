@@ -27,7 +27,9 @@ pub struct Stats {
     /// Waits not finished yet: a `wait_*` future from its first poll, a
     /// [`LoopHandle::request`](crate::LoopHandle::request) or
     /// [`submit`](crate::LoopHandle::submit) from the call that made it (its work starts then),
-    /// a [`Subscription`](crate::Subscription) from its first poll until it ends or is dropped.
+    /// a [`Subscription`](crate::Subscription) from its first poll until it ends (also when the
+    /// library ends it: nothing more comes, whether or not the stream was polled since) or is
+    /// dropped.
     /// Each keeps the pump's ticks and deadlines going (see "Idle" in the crate docs).
     pub pending_waits: usize,
     /// Timer ticks that found a [`Pump::turn`](crate::Pump::turn) running the loop and joined it

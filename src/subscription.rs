@@ -32,6 +32,10 @@ struct ChannelState<V> {
     /// Its stop ran on the loop's thread (or went unrun: nothing to stop): a close ends the
     /// stream only then.
     stopped: bool,
+    /// Counted from the stream's first wait for a value until it ends — the library ending it
+    /// too, with nothing more to come — or is dropped, as a wait is: the pump keeps its timers
+    /// for it meanwhile, polled or not.
+    pending: Option<Pending>,
 }
 
 impl<V> Channel<V> {
@@ -49,6 +53,7 @@ impl<V> Channel<V> {
                 emitter_gone: false,
                 subscriber_gone: false,
                 stopped: false,
+                pending: None,
             }),
             capacity,
         })
@@ -245,11 +250,14 @@ impl<V> Emitter<V> {
     fn end_here(&self) -> bool {
         // Dropped with the state as the pump closes: the stream ends with the close reason.
         let core = self.core.upgrade();
-        let ended = self.channel.change(|state| {
+        let (ended, pending) = self.channel.change(|state| {
             let ends = open(core.as_ref()) && !state.subscriber_gone && !state.emitter_gone;
             state.emitter_gone |= ends;
-            (ends, true)
+            // Nothing more comes: the stream no longer waits for the pump.
+            let pending = if ends { state.pending.take() } else { None };
+            ((ends, pending), true)
         });
+        drop(pending);
         if ended {
             crate::kept::forget(self.kept.0, &self.kept.1);
         }
@@ -327,9 +335,6 @@ pub struct Subscription<V> {
     id: RequestId,
     /// The stop, held on the loop's thread until this is dropped.
     stop: Option<Box<dyn HeldCleanup>>,
-    /// Counted from its first wait for a value until it ends or is dropped, as a wait is: the
-    /// pump keeps its timers for it meanwhile, polled or not.
-    pending: Option<Pending>,
     /// The close reason was yielded, or the stream ended.
     ended: bool,
 }
@@ -349,7 +354,6 @@ impl<V: Send + 'static> Subscription<V> {
             core,
             id,
             stop,
-            pending: None,
             ended: false,
         }
     }
@@ -400,6 +404,9 @@ impl<V: Send + 'static> Stream for Subscription<V> {
                     Step::End(Some(Error::Reentrant))
                 } else {
                     state.waker = Some(cx.waker().clone());
+                    if state.pending.is_none() {
+                        state.pending = Some(Pending::count(&self.core));
+                    }
                     Step::Wait
                 }
             };
@@ -412,12 +419,7 @@ impl<V: Send + 'static> Stream for Subscription<V> {
                 // Closed during the look: look again, for what came before the close. A close
                 // from here on wakes the waker registered above.
                 Step::Wait if self.core.status().is_err() => continue,
-                Step::Wait => {
-                    if self.pending.is_none() {
-                        self.pending = Some(Pending::count(&self.core));
-                    }
-                    return Poll::Pending;
-                }
+                Step::Wait => return Poll::Pending,
                 Step::WaitForStop => return Poll::Pending,
             }
         }
@@ -438,18 +440,21 @@ enum Step<V> {
 impl<V> Subscription<V> {
     fn end(&mut self) {
         self.ended = true;
-        self.pending = None;
+        let pending = lock(&self.channel.state).pending.take();
+        drop(pending);
     }
 }
 
 impl<V> Drop for Subscription<V> {
     fn drop(&mut self) {
-        let (emitter_gone, values) = {
+        let (emitter_gone, values, pending) = {
             let mut state = lock(&self.channel.state);
             state.subscriber_gone = true;
             state.waker = None;
-            (state.emitter_gone, std::mem::take(&mut state.values))
+            let values = std::mem::take(&mut state.values);
+            (state.emitter_gone, values, state.pending.take())
         };
+        drop(pending);
         // User code (the values' `Drop`) outside the lock, its panics kept here.
         crate::unwind::drop_each_caught(values);
         if let Some(mut stop) = self.stop.take() {

@@ -628,3 +628,24 @@ fn a_close_ends_the_stream_only_after_its_stop_ran() {
         "ended on the loop's thread: {seen:?}"
     );
 }
+
+/// Found by a hostile probe: a stream the library ended, held but not polled since, still
+/// counted as a pending wait, so a ticking loop went on running for nobody (200 runs in 200 ms).
+/// Nothing more comes to it: it stops counting as the library ends it.
+#[test]
+fn a_stream_the_library_ended_no_longer_counts_as_pending() {
+    let (pump, handle) = Pump::builder()
+        .build_with_state(|_| Ok(Vec::<Emitter<u8>>::new()), |_, _| ())
+        .expect("pump thread starts");
+    let mut stream = handle.subscribe(1, |held: &mut Vec<Emitter<u8>>, e| held.push(e), |_, ()| {});
+    futures_lite::future::block_on(async {
+        let first = futures_lite::future::poll_once(stream.next()).await;
+        assert!(first.is_none(), "nothing emitted yet");
+        assert_eq!(pump.stats().pending_waits, 1, "the stream waits");
+        within("the library ends it", handle.call(|held| held.clear()))
+            .await
+            .expect("open");
+        assert_eq!(pump.stats().pending_waits, 0, "ended, not polled since");
+        assert_eq!(stream.next().await, None);
+    });
+}
