@@ -343,6 +343,19 @@ impl<K: Eq + Hash, V> Completions<K, V> {
     /// assert_eq!(table.take(&"job"), Some(2));
     /// ```
     pub fn complete(&self, key: K, value: V) -> Option<V> {
+        self.complete_as(key, value, true)
+    }
+
+    /// [`complete`](Completions::complete), but a value already completed and not yet claimed
+    /// stays, and `value` is handed back instead: for a key answered once only (a request,
+    /// whose first answer — its `start`'s panic — a later one must not replace).
+    pub(crate) fn complete_first(&self, key: K, value: V) -> Option<V> {
+        self.complete_as(key, value, false)
+    }
+
+    /// Completes `key`; `replace`: a value already there and unclaimed gives way (handed back),
+    /// else `value` does.
+    fn complete_as(&self, key: K, value: V, replace: bool) -> Option<V> {
         let mut keys = self.table.keys();
         let previous = match keys.entry(key) {
             Entry::Occupied(mut state) if matches!(state.get(), KeyState::Abandoned { .. }) => {
@@ -353,6 +366,11 @@ impl<K: Eq + Hash, V> Completions<K, V> {
                 drop(keys);
                 drop(value);
                 return None;
+            }
+            Entry::Occupied(state)
+                if !replace && matches!(state.get(), KeyState::Done(_) | KeyState::Claimed(_)) =>
+            {
+                return Some(value);
             }
             Entry::Occupied(mut state) => {
                 // A wait pending on the key keeps it until it takes the value.

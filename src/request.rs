@@ -165,7 +165,10 @@ impl<V> Completer<V> {
     /// ```
     pub fn complete(mut self, value: V) {
         self.answered = true;
-        drop(self.table.complete((), Answer::Value(value)));
+        // A panic of its `start`, recorded first, stays the request's answer.
+        if let Some(refused) = self.table.complete_first((), Answer::Value(value)) {
+            crate::unwind::drop_caught(refused);
+        }
     }
 
     /// The request is answered: what `start` returned goes, here if this is the loop's thread
@@ -198,7 +201,7 @@ impl<V> Drop for Completer<V> {
                 Some(core) if crate::reentry::is_unwinding_its_loop(core.id()) => Error::Panicked,
                 _ => (core.and_then(|core| core.status().err())).unwrap_or(Error::Unanswered),
             };
-            drop(self.table.complete((), Answer::Failed(why)));
+            drop(self.table.complete_first((), Answer::Failed(why)));
         }
     }
 }

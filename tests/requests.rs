@@ -531,3 +531,49 @@ fn a_request_answered_after_it_gave_up_and_before_its_cancel_ran_is_not_cancelle
         );
     }
 }
+
+/// Found by a randomized stress probe: a `start` that kept its completer (as a binding keeps it
+/// with the C object it started) and then panicked had its panic replaced by whatever the
+/// library did with the completer next — `Ok` when it answered it, `Unanswered` when it dropped
+/// it — so the panic never reached the awaiting task. The first answer stands.
+#[test]
+fn a_panic_in_start_is_not_replaced_by_a_later_answer_of_its_completer() {
+    use futures_lite::FutureExt;
+    for answer in [false, true] {
+        let outcome = futures_lite::future::block_on(async {
+            let (pump, library) = Pump::builder()
+                .build_with_state(
+                    |_| Ok(Vec::<Completer<u64>>::new()),
+                    move |kept, _| {
+                        for done in kept.drain(..) {
+                            match answer {
+                                true => done.complete(7),
+                                false => drop(done),
+                            }
+                        }
+                        None
+                    },
+                )
+                .expect("pump thread starts");
+            let request = library.request(
+                |kept: &mut Vec<Completer<u64>>, done| {
+                    kept.push(done);
+                    panic!("start panics after keeping its completer (expected by this test)");
+                },
+                |_, ()| {},
+            );
+            // Start runs (and panics), then a run answers or drops the kept completer.
+            common::within("a call", library.call(|_| {}))
+                .await
+                .expect("open");
+            pump.turn().await.expect("a run");
+            std::panic::AssertUnwindSafe(request.timeout(common::HANG))
+                .catch_unwind()
+                .await
+        });
+        assert!(
+            outcome.is_err(),
+            "answered: {answer}: start's panic was lost, the request ended with {outcome:?}"
+        );
+    }
+}
