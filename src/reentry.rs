@@ -6,93 +6,69 @@
 //! (pump A's `run_once` turns pump B, whose `run_once` calls back into A), so the thread keeps
 //! every pump it is inside of, not only the innermost.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 
 #[cfg(not(loom))]
 std::thread_local! {
     static INSIDE: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
-    /// The pumps whose `run_once` this thread is in, innermost last.
-    static RUNNING: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+    /// The pump whose `run_once` this thread is in (the innermost), or 0.
+    static RUNNING: Cell<usize> = const { Cell::new(0) };
 }
 
 // Loom runs its threads on one OS thread, so "this thread" has to be loom's.
 #[cfg(loom)]
 loom::thread_local! {
     static INSIDE: RefCell<Vec<usize>> = RefCell::new(Vec::new());
-    static RUNNING: RefCell<Vec<usize>> = RefCell::new(Vec::new());
-}
-
-/// One of this thread's records of pumps.
-#[derive(Clone, Copy)]
-enum Record {
-    /// The pumps it is inside of.
-    Inside,
-    /// The pumps whose `run_once` it is in.
-    Running,
-}
-
-impl Record {
-    /// `f` on the record; `None` once the thread's records are gone (a pump used from another
-    /// thread-local's destructor).
-    fn with<R>(self, f: impl FnOnce(&mut Vec<usize>) -> R) -> Option<R> {
-        let key = match self {
-            Record::Inside => &INSIDE,
-            Record::Running => &RUNNING,
-        };
-        key.try_with(|record| f(&mut record.borrow_mut())).ok()
-    }
-}
-
-/// Keeps a pump in one of this thread's records until dropped.
-struct Entered {
-    record: Record,
-    /// How many pumps the record held before; dropping goes back to that.
-    depth: Option<usize>,
-}
-
-impl Entered {
-    fn new(record: Record, id: usize) -> Entered {
-        let depth = record.with(|pumps| {
-            pumps.push(id);
-            pumps.len() - 1
-        });
-        Entered { record, depth }
-    }
-}
-
-impl Drop for Entered {
-    fn drop(&mut self) {
-        if let Some(depth) = self.depth {
-            // `truncate`, not `pop`: right even if an inner guard was leaked.
-            self.record.with(|pumps| pumps.truncate(depth));
-        }
-    }
+    static RUNNING: Cell<usize> = Cell::new(0);
 }
 
 /// Marks this thread as inside the pump identified by `id` until dropped.
 pub(crate) struct Inside {
-    _entered: Entered,
+    /// How many pumps this thread was inside of before; dropping goes back to that. `None` when
+    /// the thread's record is gone (a pump used from another thread-local's destructor).
+    depth: Option<usize>,
 }
 
 impl Inside {
     pub(crate) fn enter(id: usize) -> Inside {
-        Inside {
-            _entered: Entered::new(Record::Inside, id),
+        let depth = INSIDE
+            .try_with(|inside| {
+                let mut inside = inside.borrow_mut();
+                inside.push(id);
+                inside.len() - 1
+            })
+            .ok();
+        Inside { depth }
+    }
+}
+
+impl Drop for Inside {
+    fn drop(&mut self) {
+        if let Some(depth) = self.depth {
+            // `truncate`, not `pop`: right even if an inner guard was leaked.
+            let _ = INSIDE.try_with(|inside| inside.borrow_mut().truncate(depth));
         }
     }
 }
 
 /// Marks this thread as running the loop (`run_once`) of the pump identified by `id` until
-/// dropped: a panic unwinding meanwhile is that loop's, which fails the pump.
+/// dropped: a panic unwinding meanwhile is that loop's, which fails the pump. One word, saved
+/// and put back: every run pays for it.
 pub(crate) struct Running {
-    _entered: Entered,
+    /// The pump whose loop this thread ran before (an outer run of a nesting pump), or 0.
+    outer: usize,
 }
 
 impl Running {
     pub(crate) fn enter(id: usize) -> Running {
-        Running {
-            _entered: Entered::new(Record::Running, id),
-        }
+        let outer = RUNNING.try_with(|running| running.replace(id)).unwrap_or(0);
+        Running { outer }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = RUNNING.try_with(|running| running.set(self.outer));
     }
 }
 
@@ -101,10 +77,14 @@ impl Running {
 /// this thread is running that loop and unwinding.
 pub(crate) fn is_unwinding_its_loop(id: usize) -> bool {
     std::thread::panicking()
-        && Record::Running.with(|running| running.last() == Some(&id)) == Some(true)
+        && RUNNING
+            .try_with(Cell::get)
+            .is_ok_and(|running| running == id)
 }
 
 /// Whether this thread is inside the pump identified by `id`, however deeply nested.
 pub(crate) fn is_inside(id: usize) -> bool {
-    Record::Inside.with(|inside| inside.contains(&id)) == Some(true)
+    INSIDE
+        .try_with(|inside| inside.borrow().contains(&id))
+        .unwrap_or(false)
 }
