@@ -247,3 +247,17 @@ impl Sources {
         &self.pump
     }
 }
+
+impl Drop for Sources {
+    /// Lets go of the sources while this still holds the context: a `GSource` keeps no
+    /// reference to its context, and `g_source_unref` locks the context it points to, so an
+    /// unref racing the loop's thread dropping the context's last reference (as the pump
+    /// closes) would lock a freed context (heap corruption and hangs, seen in CI).
+    fn drop(&mut self) {
+        let sources: Vec<glib::Source> = lock(&self.slots)
+            .iter_mut()
+            .filter_map(|slot| slot.source.take())
+            .collect();
+        drop(sources);
+    }
+}
