@@ -649,10 +649,8 @@ impl Descriptors {
         }
         let watched = table.fds.remove(&fd).expect("held");
         table.keys.remove(&watched.key);
-        // Refused, the kernel may keep the old file's entry, which would take a later change of
-        // that file back under the number for the set's own: such changes look first.
-        if !watched.asked.is_empty() && table.instance.delete(fd) {
-            table.suspect.insert(fd);
+        if !watched.asked.is_empty() {
+            take_out(&table.instance, &mut table.suspect, fd);
         }
         Ok(())
     }
@@ -692,12 +690,7 @@ impl Descriptors {
                 instance.control(false, fd, key, asked)?
             }
             (false, false) => {}
-            // Refused: as for a descriptor's last registration (`detach`).
-            (false, true) => {
-                if instance.delete(fd) {
-                    suspect.insert(fd);
-                }
-            }
+            (false, true) => take_out(instance, suspect, fd),
         }
         if old_key != Some(key) {
             if let Some(old_key) = old_key {
@@ -803,6 +796,15 @@ impl Table {
 #[allow(clippy::unnecessary_cast)] // a `u64` already on Windows, an `i32` on Unix
 fn number_token(fd: RawDescriptor) -> u64 {
     fd as u64
+}
+
+/// Takes `fd`'s entry out of the kernel's set. Refused, the kernel may keep an earlier file's
+/// entry under the number, which would take a later change of that file, back under the number,
+/// for the set's own: the number is marked, and such changes look at the file first.
+fn take_out(instance: &Instance, suspect: &mut HashSet<RawDescriptor>, fd: RawDescriptor) {
+    if instance.delete(fd) {
+        suspect.insert(fd);
+    }
 }
 
 /// Whether the kernel refused to change an entry because the number no longer names the file it
