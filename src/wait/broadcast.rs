@@ -88,36 +88,28 @@ impl<C: Check> Wait for Broadcast<C> {
         loop {
             // Taken out, so a state's data moves into the next one; `Done` stays if this returns
             // or panics (a panicking check), which drops the pending count and the listener.
-            match std::mem::replace(&mut self.state, State::Done) {
+            // A state that got hold of the loop lock hands it on, to check under it below.
+            let held = match std::mem::replace(&mut self.state, State::Done) {
                 State::New => {
                     self.core.may_wait()?;
                     self.state = State::Look {
                         pending: Pending::count(&self.core),
                     };
+                    None
                 }
                 State::Look { pending } => {
                     // Listen before looking at the status, or a close in between goes unheard.
                     let listener = self.core.rounds.listen();
                     self.core.status()?;
                     match LoopGuard::try_new(&self.core) {
-                        Some(guard) => {
-                            match check_under(
-                                &self.core,
-                                guard,
-                                self.check.get_mut(),
-                                pending,
-                                listener,
-                            ) {
-                                Ok(outcome) => return Poll::Ready(outcome),
-                                Err(listening) => self.state = listening,
-                            }
-                        }
+                        Some(guard) => Some((guard, pending, listener)),
                         None => {
                             self.state = State::Locking {
                                 pending,
                                 listener,
                                 lock: Box::pin(self.core.loop_lock.lock()),
-                            }
+                            };
+                            None
                         }
                     }
                 }
@@ -126,19 +118,7 @@ impl<C: Check> Wait for Broadcast<C> {
                     listener,
                     mut lock,
                 } => match lock.as_mut().poll(cx) {
-                    Poll::Ready(raw) => {
-                        let guard = LoopGuard::new(&self.core, raw);
-                        match check_under(
-                            &self.core,
-                            guard,
-                            self.check.get_mut(),
-                            pending,
-                            listener,
-                        ) {
-                            Ok(outcome) => return Poll::Ready(outcome),
-                            Err(listening) => self.state = listening,
-                        }
-                    }
+                    Poll::Ready(raw) => Some((LoopGuard::new(&self.core, raw), pending, listener)),
                     Poll::Pending => {
                         self.state = State::Locking {
                             pending,
@@ -175,8 +155,17 @@ impl<C: Check> Wait for Broadcast<C> {
                             seen,
                         }
                     };
+                    None
                 }
                 State::Done => panic!("a wait future was polled after it completed"),
+            };
+            if let Some((guard, pending, listener)) = held {
+                let checked =
+                    check_under(&self.core, guard, self.check.get_mut(), pending, listener);
+                match checked {
+                    Ok(outcome) => return Poll::Ready(outcome),
+                    Err(listening) => self.state = listening,
+                }
             }
         }
     }
