@@ -217,8 +217,8 @@ mod readiness {
         assert!(runs < 50, "the pump spun on the closed descriptor: {runs} runs");
     }
 
-    // Found by a hostile probe: the library signalled its eventfd, then closed it and made a
-    // new one under the same number (as a library that starts again would). Every eventfd
+    // Found by a hostile probe: the library's eventfd, signalled, closed and a new one made
+    // under the same number (as a library that starts again would). Every eventfd
     // shares one inode, so the look-up by device and inode took the new one for the old, and
     // the pump ran 200 000 times a second on its duplicate of the old one, left readable.
     fn an_eventfd_replaced_under_its_number_stops_the_pump_with_an_error(rt: Rt) {
@@ -233,10 +233,14 @@ mod readiness {
                 counter.fetch_add(1, Ordering::SeqCst);
             });
             pump.turn().await.expect("open");
-            rustix::io::write(&library, &1_u64.to_ne_bytes()).expect("signalled");
-            // Closed unread, and its number taken by a new eventfd, in one step.
+            // Closed, and its number taken by a new eventfd, in one step; then the old one is
+            // signalled (through a duplicate the library kept), never to be read. Signalled
+            // first, it would turn the pump legitimately until the replacement: on a loaded
+            // machine that window held 200 runs.
+            let old = rustix::io::dup(&library).expect("dup");
             let replacement = eventfd(0, flags).expect("eventfd");
             rustix::io::dup2(&replacement, &mut library).expect("dup2");
+            rustix::io::write(&old, &1_u64.to_ne_bytes()).expect("signalled");
             pump.wait_until(|| false).timeout(common::HANG).await
         });
         assert!(matches!(outcome, Err(Error::Trigger(_))), "got {outcome:?}");
