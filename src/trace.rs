@@ -6,7 +6,7 @@
 //!
 //! | level | message | fields |
 //! |---|---|---|
-//! | `TRACE` | `round` | `round` (its number), `cause` (`tick`, `kick`, `readiness`, `deadline`, `turn`), `run_us` (time in `run_once`), `checks_us` (time in the pump-evaluated checks), `woken` (waits woken) |
+//! | `TRACE` | `round` | `round` (its number), `cause` (`tick`, `kick`, `readiness`, `deadline`, `turn`), `run_us` (time in `run_once`), `checks_us` (time in the pump-evaluated checks), `woken` (waits woken: by its checks, and broadcast listeners; a wait whose first check succeeded is woken by none, and the checks a pass left for lack of time wake theirs uncounted) |
 //! | `DEBUG` | `late tick` | `late_us`: how long after its due time the tick was taken |
 //! | `DEBUG` | `skipped tick` | (a tick that found a turn running the loop and joined it) |
 //! | `DEBUG` | `closed` | `reason`: closed by a user, by the last handle or driver going |
