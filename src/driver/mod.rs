@@ -82,8 +82,15 @@ pub(crate) async fn drive<L: FnMut(Cause) -> Next>(
     };
     loop {
         match wakeups.next().await {
-            Step::Run(cause) => {
+            step @ (Step::Run(cause) | Step::Due(cause, _)) => {
                 if let Some(guard) = lock_for(core, cause).await {
+                    // A turn ran between the timer's coming due and this lock, and what its run
+                    // said is the loop's word now: nothing due yet, or a later deadline.
+                    if let Step::Due(_, armed_for) = step {
+                        if core.next.get() != armed_for {
+                            continue;
+                        }
+                    }
                     let mut for_cause = local.as_mut().map(|run_once| move || run_once(cause));
                     let local = for_cause
                         .as_mut()

@@ -18,6 +18,9 @@ use crate::{Error, Next};
 pub(crate) enum Step {
     /// Run the loop, for this.
     Run(Cause),
+    /// Run the loop for the timer, armed for what the loop said then: unless a turn's run has
+    /// said otherwise since (the timer is then armed again for that, and no run is made).
+    Due(Cause, Next),
     /// Go on with the checks a pass left for lack of time; no run.
     Check,
     /// The pump is closed (or has just been closed for a failed trigger): stop driving.
@@ -190,7 +193,7 @@ impl<'a> Wakeups<'a> {
                 Woke::Timer(due)
                     if !core.demand.is_idle() && armed_for == Some(core.next.get()) =>
                 {
-                    return Step::Run(self.cause(due))
+                    return Step::Due(self.cause(due), core.next.get())
                 }
                 Woke::Ready => {
                     self.after_readiness = true;
