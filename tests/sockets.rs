@@ -12,16 +12,16 @@ use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use common::{within, HANG};
-use ffi_pump::{Cause, Completions, Descriptors, Interest, LoopHandle, Pump, RawDescriptor};
+use ffi_pump::{Cause, Completions, Descriptors, Interest, LoopHandle, Pump, RawDescriptor, Ready};
 
 #[cfg(unix)]
-fn raw(socket: &TcpStream) -> RawDescriptor {
-    std::os::fd::AsRawFd::as_raw_fd(socket)
+fn raw(socket: &impl std::os::fd::AsRawFd) -> RawDescriptor {
+    socket.as_raw_fd()
 }
 
 #[cfg(windows)]
-fn raw(socket: &TcpStream) -> RawDescriptor {
-    std::os::windows::io::AsRawSocket::as_raw_socket(socket)
+fn raw(socket: &impl std::os::windows::io::AsRawSocket) -> RawDescriptor {
+    socket.as_raw_socket()
 }
 
 /// A connected pair on the loopback: the library's end (non-blocking) and its peer.
@@ -32,6 +32,27 @@ fn tcp_pair() -> (TcpStream, TcpStream) {
     socket.set_nonblocking(true).expect("non-blocking");
     peer.set_nodelay(true).expect("no delay");
     (socket, peer)
+}
+
+/// The set's reports, asked again (without waiting) until one satisfies `wanted`; a failure
+/// naming `what`, with the last reports seen, after [`HANG`].
+fn ready_until(set: &Descriptors, what: &str, wanted: impl Fn(&Ready) -> bool) -> Ready {
+    let start = Instant::now();
+    let mut seen = Vec::new();
+    loop {
+        let ready = set.ready();
+        if let Some(found) = ready.iter().find(|r| wanted(r)) {
+            return *found;
+        }
+        if !ready.is_empty() {
+            seen = ready;
+        }
+        assert!(
+            start.elapsed() < HANG,
+            "never {what}; last reports: {seen:?}"
+        );
+        std::thread::yield_now();
+    }
 }
 
 /// A run's cause, and the tokens `run.ready()` listed, with (readable, writable).
@@ -294,4 +315,29 @@ fn a_set_given_to_run_on_readable_turns_a_pump_in_the_runtime_on_readiness_alone
         assert_eq!(pump.stats().kicks, 0, "no kick ran the loop");
         pump.close();
     });
+}
+
+/// A reset connection (the peer closed with bytes unread: a RST) is an error pending and a
+/// hang-up, as `Ready::is_error` says ("a failed connect, a reset") and epoll reports it. On
+/// Windows the port's poll says it as an abort, which `polling` tells as an interrupt, not an
+/// error. (kqueue and event ports tell no error, as documented: not run there.)
+#[cfg(any(target_os = "linux", target_os = "android", windows))]
+#[test]
+fn a_reset_connection_is_handed_as_an_error_and_a_hang_up() {
+    let (mut socket, peer) = tcp_pair();
+    let set = Descriptors::new().expect("a set");
+    set.watch(raw(&socket), Interest::READABLE, 1)
+        .expect("watch");
+    socket.write_all(b"unread").expect("write");
+    // The bytes reached the peer, which closes without reading them: its close resets.
+    peer.peek(&mut [0]).expect("the bytes arrived");
+    drop(peer);
+    let reset = ready_until(&set, "a report of the reset", |r| {
+        r.is_error() || r.is_hangup()
+    });
+    assert_eq!(reset.token(), 1);
+    assert!(
+        reset.is_error() && reset.is_hangup() && reset.is_readable(),
+        "a reset is an error, a hang-up, and readable: {reset:?}"
+    );
 }

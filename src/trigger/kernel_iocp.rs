@@ -65,11 +65,15 @@ impl Outer {
 }
 
 fn report(event: &Event) -> Found {
+    // `is_interrupt` is AFD's abort: the connection was reset. That is a hang-up and, as epoll
+    // says it (`EPOLLERR` with `EPOLLHUP`) and `Ready::is_error` promises, an error pending, which
+    // the library's next read or write returns; `is_err` alone is only a failed connect.
+    let reset = event.is_interrupt();
     Found {
         readable: event.readable,
         writable: event.writable,
-        error: event.is_err().unwrap_or(false),
-        hangup: event.is_interrupt(),
+        error: event.is_err().unwrap_or(false) || reset,
+        hangup: reset,
     }
 }
 
