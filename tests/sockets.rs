@@ -341,3 +341,47 @@ fn a_reset_connection_is_handed_as_an_error_and_a_hang_up() {
         "a reset is an error, a hang-up, and readable: {reset:?}"
     );
 }
+
+/// A listening socket under `number`, which the caller just freed: sockets are made until one
+/// takes it (each platform hands out the lowest free handle or descriptor), the others kept
+/// meanwhile.
+fn listener_under(number: RawDescriptor) -> TcpListener {
+    let mut others = Vec::new();
+    loop {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        if raw(&listener) == number {
+            listener.set_nonblocking(true).expect("non-blocking");
+            return listener;
+        }
+        assert!(
+            others.len() < 64,
+            "no socket was made under the number {number}"
+        );
+        others.push(listener);
+    }
+}
+
+/// `watch_only` hands each listed socket to the kernel again, "as poll() would be: one the
+/// library closed and reopened under the same number since the last list is watched as the file
+/// it is now". On Windows the port knew the number as the closed socket's, whose poll a change
+/// only modified: the new socket was never polled, its readiness lost.
+#[test]
+fn watch_only_watches_a_socket_made_again_under_a_closed_ones_number() {
+    let set = Descriptors::new().expect("a set");
+    let (old, _old_peer) = tcp_pair();
+    let number = raw(&old);
+    set.watch_only([(number, Interest::READABLE)])
+        .expect("watch");
+    // Closed without unwatching, then a look: on Windows the port's poll of the number starts
+    // only now, on a closed handle, and its entry stays.
+    drop(old);
+    let _ = set.ready();
+    let listener = listener_under(number);
+    set.watch_only([(number, Interest::READABLE)])
+        .expect("the new socket, listed");
+    let _client = TcpStream::connect(listener.local_addr().expect("address")).expect("connect");
+    let ready = ready_until(&set, "the new socket's connection", Ready::is_readable);
+    #[allow(clippy::unnecessary_cast)] // a `u64` already on Windows, an `i32` on Unix
+    let token = number as u64;
+    assert_eq!(ready.token(), token);
+}

@@ -104,6 +104,15 @@ impl Instance {
         }
     }
 
+    /// Takes `socket` out and adds it again: a new entry, polling the socket the number names
+    /// now. `polling` keeps one entry per number, made for the socket it was added as; a socket
+    /// closed under it leaves that entry (its poll failed on the closed handle, or never ends),
+    /// and a change of it never reaches a new socket under the number.
+    pub(super) fn renew(&self, socket: RawSocket, key: u64, asked: Interest) -> io::Result<()> {
+        self.delete(socket);
+        self.control(true, socket, key, asked)
+    }
+
     /// Takes `socket` out; never leaves anything behind (a socket's registration goes with its
     /// handle), so `false`. A handle that is no longer open is not an error: the registration is
     /// gone either way.

@@ -686,6 +686,12 @@ impl Descriptors {
         match (before.is_empty(), asked.is_empty()) {
             (true, true) => {}
             (true, false) => instance.control(true, fd, key, asked)?,
+            // The port knows a socket by its number alone, and its entry may be a closed
+            // socket's (closed without unwatching, its poll failed or ended), which a change
+            // would only modify: handed again, the number is given to the port anew, as the
+            // socket it names now.
+            #[cfg(windows)]
+            (false, false) if force => instance.renew(fd, key, asked)?,
             (false, false) if before != asked || force => {
                 instance.control(false, fd, key, asked)?
             }
