@@ -453,3 +453,27 @@ fn a_new_registration_on_a_closed_sockets_number_watches_the_new_socket() {
         "the closed socket's registration went"
     );
 }
+
+/// A peer that shuts down its writing side: the socket is readable (the library's read finds the
+/// end of the stream), and a hang-up where the kernel tells it (epoll's `EPOLLRDHUP`); through
+/// `polling` on Windows, which tells AFD's abort alone, it is readiness only, as `Ready::is_hangup`
+/// says — and never an error.
+#[cfg(any(target_os = "linux", target_os = "android", windows))]
+#[test]
+fn a_peer_that_shuts_its_writing_side_is_readable_and_a_hang_up_where_told() {
+    let (socket, peer) = tcp_pair();
+    let set = Descriptors::new().expect("a set");
+    set.watch(raw(&socket), Interest::READABLE, 1)
+        .expect("watch");
+    peer.shutdown(std::net::Shutdown::Write).expect("shutdown");
+    let ready = ready_until(&set, "the peer's shutdown", Ready::is_readable);
+    assert!(
+        !ready.is_error(),
+        "an orderly shutdown is no error: {ready:?}"
+    );
+    let told = cfg!(all(
+        any(target_os = "linux", target_os = "android"),
+        not(ffi_pump_polling)
+    ));
+    assert_eq!(ready.is_hangup(), told, "{ready:?}");
+}

@@ -210,9 +210,10 @@ impl Ready {
 
     /// The peer hung up: its writing side (`EPOLLRDHUP`) or the whole connection (`EPOLLHUP`).
     /// What was sent before is still there to read. Through `polling` less is told: on Linux
-    /// (the `ffi_pump_polling` build) only a connection closed both ways, on kqueue and event
-    /// ports nothing — a hang-up shows as readiness there, and the library's read finds the end
-    /// of the stream.
+    /// (the `ffi_pump_polling` build) only a connection closed both ways, on Windows only a reset
+    /// one (AFD's abort, an [error](Self::is_error) too), on kqueue and event ports nothing — a
+    /// hang-up shows as readiness there (on Windows a peer's orderly close, of its writing side
+    /// or of both), and the library's read finds the end of the stream.
     pub fn is_hangup(&self) -> bool {
         self.found.hangup
     }
