@@ -477,3 +477,49 @@ fn a_peer_that_shuts_its_writing_side_is_readable_and_a_hang_up_where_told() {
     ));
     assert_eq!(ready.is_hangup(), told, "{ready:?}");
 }
+
+/// One set given to `run_on_readable` of several pumps: each pump closes, and its loop is gone,
+/// while the others run on. On Windows each pump keeps a thread that sleeps on the set's port,
+/// and a close wakes its thread with one notification of the port, which another pump's thread
+/// could take: the closing pump's thread then slept on for good, and dropping the pump, which
+/// joins it, never returned.
+#[test]
+fn pumps_that_share_a_set_given_to_run_on_readable_each_close() {
+    let (socket, _peer) = tcp_pair();
+    let descriptors = Descriptors::new().expect("a set");
+    descriptors
+        .watch(raw(&socket), Interest::READABLE, 1)
+        .expect("watch");
+    let pump = || {
+        let set = descriptors.clone();
+        let pump = Pump::builder()
+            .idle_stop(false)
+            .run_on_readable(&descriptors)
+            .build(move || {
+                let _ = set.ready();
+                None::<Instant>
+            })
+            .expect("a pump");
+        pump.spawn();
+        pump
+    };
+    let _staying = [pump(), pump()];
+    for _ in 0..50 {
+        let closing = pump();
+        // Its thread sleeping by now (on the port or for the port's lock): nothing tells when.
+        std::thread::sleep(Duration::from_millis(10));
+        closing.close();
+        // Dropped on a thread of its own, which ends once the pump's thread is joined.
+        let (dropped, gone) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let closed = futures_lite::future::block_on(closing.closed());
+            drop(closing);
+            dropped.send(closed).expect("the test waits");
+        });
+        let gone = gone.recv_timeout(HANG);
+        assert!(
+            matches!(gone, Ok(Ok(()))),
+            "a closed pump sharing the set was not dropped within {HANG:?}: {gone:?}"
+        );
+    }
+}

@@ -2,7 +2,7 @@
 //! `polling` (its AFD backend) in level mode.
 //!
 //! A port cannot be watched by another reactor, so nothing outside the set waits for it: the
-//! loop's own thread sleeps on the port ([`Port::sleep`]), and whatever else must wake that
+//! loop's own thread sleeps on the port ([`Port::sleep_unless`]), and whatever else must wake that
 //! thread (a kick, a timer of async-io's) does so through the port ([`Port::notify`]).
 
 use std::io;
@@ -31,9 +31,23 @@ pub(crate) struct Port {
     found: Mutex<Found_>,
     /// Signalled when a run took the reports, and at a stop (see [`Port::sleep_while`]).
     taken: Condvar,
+    /// Whether a thread has the turn to sleep on the port (see [`Port::sleep_unless`]).
+    sleeping: Mutex<bool>,
+    /// Signalled when the turn is handed on, and at each [`notify`](Port::notify).
+    turn: Condvar,
 }
 
-/// Reports fetched by [`Port::sleep`] that no run took yet, and who waits for them.
+/// The turn to sleep on the port, handed on when dropped.
+struct Turn<'a>(&'a Port);
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        *lock(&self.0.sleeping) = false;
+        self.0.turn.notify_all();
+    }
+}
+
+/// Reports fetched by [`Port::sleep_unless`] that no run took yet, and who waits for them.
 #[derive(Default)]
 struct Found_ {
     reports: Vec<(u64, Found)>,
@@ -54,6 +68,8 @@ impl Outer {
             )),
             found: Mutex::default(),
             taken: Condvar::new(),
+            sleeping: Mutex::new(false),
+            turn: Condvar::new(),
         });
         Ok((Outer(port.clone()), Instance(port)))
     }
@@ -159,9 +175,36 @@ impl Instance {
 
 impl Port {
     /// Sleeps until a registration is ready or [`notify`](Port::notify) is called, and keeps
-    /// what it found for the next run.
-    pub(crate) fn sleep(&self) {
+    /// what it found for the next run; not at all once `awake` is set (by whoever notifies).
+    ///
+    /// Several threads may wait on one port (the threads of pumps given one set; a `ready` on
+    /// another thread looks at it too), and a notification of the port goes to whichever takes
+    /// it: `awake` tells each its own. One thread has the turn to sleep on the port; the others wait for it
+    /// where a notification reaches them too, and look at their flag. The one with the turn
+    /// looks at its flag once it holds the buffer, which anybody taking the port's notifications
+    /// holds: one posted after that look is left for its wait.
+    pub(crate) fn sleep_unless(&self, awake: &AtomicBool) {
+        {
+            let mut sleeping = lock(&self.sleeping);
+            loop {
+                if awake.load(Ordering::SeqCst) {
+                    return;
+                }
+                if !*sleeping {
+                    break;
+                }
+                sleeping = self
+                    .turn
+                    .wait(sleeping)
+                    .unwrap_or_else(PoisonError::into_inner);
+            }
+            *sleeping = true;
+        }
+        let _turn = Turn(self);
         let mut events = lock(&self.events);
+        if awake.load(Ordering::SeqCst) {
+            return;
+        }
         events.clear();
         // An error (none is expected of a live port) ends the sleep as a notification would:
         // the caller looks at its work and sleeps again.
@@ -182,10 +225,13 @@ impl Port {
         }
     }
 
-    /// Ends the current or the next [`sleep`](Port::sleep).
+    /// Ends the current or the next [`sleep_unless`](Port::sleep_unless) of the thread whose
+    /// flag was set before: on the port, or waiting for its turn.
     pub(crate) fn notify(&self) {
         // Fails only when the port is gone, and then nobody sleeps on it.
         let _ = self.poller.notify();
+        let _sleeping = lock(&self.sleeping);
+        self.turn.notify_all();
     }
 
     /// Ready once a sleep found reports that no run took yet.
@@ -215,7 +261,7 @@ impl Port {
             if stop.load(Ordering::SeqCst) {
                 return;
             }
-            self.sleep();
+            self.sleep_unless(stop);
         }
     }
 

@@ -156,9 +156,7 @@ pub(crate) fn block_on<T>(set: &Descriptors, driver: impl Future<Output = T>) ->
         if let Poll::Ready(done) = driver.as_mut().poll(&mut cx) {
             return done;
         }
-        // A wake after this look notifies the port, and the sleep returns at once.
-        if !unpark.woken.load(Ordering::SeqCst) {
-            port.sleep();
-        }
+        // A wake after the poll set the flag, and the sleep returns at once.
+        port.sleep_unless(&unpark.woken);
     }
 }
