@@ -452,11 +452,13 @@ impl Pump {
     /// Closes the pump: the loop is not called again, and every pending and later wait ends with
     /// [`Error::Closed`]. Returns `true` if this call closed it, `false` if it was closed already.
     ///
-    /// It returns at once, also while a run is in progress: that run finishes first, then the
-    /// pump future ([`Driver`]) completes. Pending waits end at once; on a loop with its own
-    /// thread, calls queued behind the run are dropped (their callers told `Closed`) when it
-    /// returns, and [`closed`](Pump::closed) completes once the state is dropped. Dropping the
-    /// last `Pump` closes the same way.
+    /// It returns at once, also while a run or a pass over the checks is in progress, and never
+    /// waits for a check: that run (or pass) finishes first, then the pump future ([`Driver`])
+    /// completes. Pending waits end at once (those in a pass under way as that pass ends, with
+    /// what their checks found in it); on a loop with its own thread, calls queued behind the
+    /// run are dropped (their callers told `Closed`) when it returns, and
+    /// [`closed`](Pump::closed) completes once the state is dropped. Dropping the last `Pump`
+    /// closes the same way.
     ///
     /// # Examples
     ///

@@ -15,7 +15,7 @@ pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize};
 #[cfg(not(loom))]
 pub(crate) use std::sync::{Mutex, MutexGuard};
 
-use std::sync::PoisonError;
+use std::sync::{PoisonError, TryLockError};
 
 /// Locks `mutex`, ignoring poison.
 ///
@@ -23,6 +23,15 @@ use std::sync::PoisonError;
 /// `catch_unwind`; a poisoned lock therefore never holds half-updated data.
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Locks `mutex` if it is free, ignoring poison; `None` if another thread holds it.
+pub(crate) fn try_lock<T>(mutex: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
+    match mutex.try_lock() {
+        Ok(guard) => Some(guard),
+        Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+        Err(TryLockError::WouldBlock) => None,
+    }
 }
 
 /// One step of a short spin: waiting for another thread to finish a few status checks.

@@ -31,6 +31,37 @@ async fn pending_waits(
 }
 
 on_every_backend! {
+    fn close_returns_at_once_while_a_check_waits_for_the_closing_thread(rt: Rt) {
+        // Regression: `close` emptied the registry under the lock a pass over the checks holds,
+        // so it waited for the checks under way — for ever if one of them waited for the
+        // closing thread (an application that closes the pump while holding a lock its checks
+        // take). The crate docs say `close` never waits.
+        let fx = Arc::new(FakeLoop::new(1));
+        rt.block_on(async {
+            let pump = rt.pump(Pump::builder(), &fx);
+            let (entered, in_check) = async_channel::bounded::<()>(1);
+            let (release, released) = std::sync::mpsc::channel::<()>();
+            let mut first = true;
+            let check_fx = fx.clone();
+            let waiting = rt.spawn(pump.wait_until(move || {
+                // The first check runs in the waiting task: only the pump's wait for the closer.
+                if !std::mem::take(&mut first) {
+                    let _ = entered.try_send(());
+                    // Bounded, so the test fails instead of hanging on a `close` that waits.
+                    let _ = released.recv_timeout(common::HANG);
+                }
+                check_fx.check(0)
+            }));
+            common::within("the pump's check", in_check.recv()).await.expect("the check ran");
+            let closing = Instant::now();
+            assert!(pump.close());
+            let took = closing.elapsed();
+            let _ = release.send(());
+            assert!(took < Duration::from_secs(2), "close waited {took:?} for a check");
+            assert_eq!(common::within("the wait", waiting).await, Err(Error::Closed));
+        });
+    }
+
     fn close_ends_pending_and_later_waits_with_closed(rt: Rt) {
         for strategy in STRATEGIES {
             let fx = Arc::new(FakeLoop::new(1));

@@ -276,8 +276,14 @@ impl<'a> LoopGuard<'a> {
     }
 
     /// Goes on with the checks of a round that a pass left for lack of time, and lets go.
+    ///
+    /// Not on a closed pump: its waits have ended, or end as this guard lets go (a close that
+    /// found a pass under way left them to that pass's holder), and no check runs for them.
     pub(crate) fn go_on_checking(self) {
         let core = self.core;
+        if core.is_closed() {
+            return;
+        }
         let mut buffers = core.pass_buffers.take();
         {
             let _inside = Inside::enter(core.id());

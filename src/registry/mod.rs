@@ -26,7 +26,9 @@ use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
-use crate::sync::{fence, lock, spin_step, AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard};
+use crate::sync::{
+    fence, lock, spin_step, try_lock, AtomicBool, AtomicU64, AtomicUsize, Mutex, MutexGuard,
+};
 use column::{Column, Typed};
 
 /// A registered wait, as the evaluating thread sees it: its check and what it shares with the
@@ -674,10 +676,22 @@ impl Registry {
         drop(slab);
         self.unmark(swept);
         drop_removed(removed);
+        // A close that found the slab busy left emptying it to its holder (see `abandon`):
+        // this sweep, which holds no loop lock whose guard would look.
+        fence(SeqCst);
+        if self.flags.load(SeqCst) & ABANDON_DUE != 0 {
+            self.abandon();
+        }
     }
 
     /// Refuses new entries, takes every entry out and wakes their waits, which will never
     /// complete: the pump closed. Wakes and drops with no lock held.
+    ///
+    /// Never waits for the slab: a pass holds it while it runs checks, which may wait for the
+    /// very thread that closes the pump (`close` never waits, the crate docs promise). A busy
+    /// slab is left to its holder, which looks at [`left_to_do`](Registry::left_to_do) once it
+    /// let go — a pass as its loop lock's guard lets go, a sweep itself — and then finds the
+    /// slab free; its waits end as the pass does, as they did when the close waited for it.
     pub(crate) fn abandon(&self) {
         let mut removed: Vec<Removed> = Vec::new();
         let arrived = {
@@ -687,8 +701,16 @@ impl Registry {
             std::mem::take(&mut incoming.entries)
         };
         let mut wakers: Vec<Waker> = arrived.iter().filter_map(|entry| entry.abandon()).collect();
-        {
-            let mut slab = lock(&self.slab);
+        let slab = try_lock(&self.slab).or_else(|| {
+            // Set, then look again, against the holder's letting go, then looking: with a fence
+            // between each side's write and read, one of the two sees the other's.
+            self.flags.fetch_or(ABANDON_DUE, SeqCst);
+            fence(SeqCst);
+            let slab = try_lock(&self.slab)?;
+            self.flags.fetch_and(!ABANDON_DUE, SeqCst);
+            Some(slab)
+        });
+        if let Some(mut slab) = slab {
             for column in &mut slab.columns {
                 wakers.extend(column.abandon());
             }
