@@ -62,6 +62,48 @@ on_every_backend! {
         });
     }
 
+    fn a_broadcast_wait_queued_behind_a_run_ends_at_the_close(rt: Rt) {
+        // Regression: a broadcast wait whose look found the loop running queues for the loop
+        // lock, and only the lock woke it: a close during a long run ended it only once the run
+        // returned, while `close` promises that pending waits end at once.
+        let fx = Arc::new(FakeLoop::new(1));
+        let block_next = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (entered, in_run) = async_channel::bounded::<()>(1);
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        rt.block_on(async {
+            let (run_fx, block) = (fx.clone(), block_next.clone());
+            let builder = Pump::builder().strategy(ffi_pump::Strategy::Broadcast);
+            let pump = rt.pump_with(builder, move || {
+                run_fx.run_once().expect("not re-entered");
+                if block.swap(false, Ordering::SeqCst) {
+                    let _ = entered.try_send(());
+                    // Bounded, so the test fails instead of hanging if the wait never ends.
+                    let _ = released.recv_timeout(common::HANG);
+                }
+            });
+            block_next.store(true, Ordering::SeqCst);
+            pump.kick();
+            common::within("the long run", in_run.recv()).await.expect("the run started");
+            // On a thread of its own: the run may block the executor's only thread (smol's).
+            let (outcome, waiting) = async_channel::bounded(1);
+            let wait = pump.wait_until({
+                let fx = fx.clone();
+                move || fx.check(0)
+            });
+            std::thread::spawn(move || outcome.send_blocking(async_io::block_on(wait)));
+            common::pending(&pump, 1).await;
+            assert!(pump.close());
+            let ended = async { waiting.recv().await.ok() }
+                .or(async {
+                    Timer::after(Duration::from_secs(2)).await;
+                    None
+                })
+                .await;
+            let _ = release.send(());
+            assert_eq!(ended, Some(Err(Error::Closed)), "the wait did not end while the run went on");
+        });
+    }
+
     fn close_ends_pending_and_later_waits_with_closed(rt: Rt) {
         for strategy in STRATEGIES {
             let fx = Arc::new(FakeLoop::new(1));

@@ -20,7 +20,8 @@ enum State {
     Look {
         pending: Pending,
     },
-    /// Waiting for the loop lock to check; `listener` was made before the look.
+    /// Waiting for the loop lock to check; `listener` was made before the look (or the last
+    /// announcement it heard), and is polled too, so a close ends the wait here.
     Locking {
         pending: Pending,
         listener: EventListener,
@@ -115,10 +116,24 @@ impl<C: Check> Wait for Broadcast<C> {
                 }
                 State::Locking {
                     pending,
-                    listener,
+                    mut listener,
                     mut lock,
                 } => match lock.as_mut().poll(cx) {
                     Poll::Ready(raw) => Some((LoopGuard::new(&self.core, raw), pending, listener)),
+                    // The listener is polled too: a close while this wait queues behind a long
+                    // run ends it at once, as it ends a listening wait, not once the run let go
+                    // of the lock. A run that ended meanwhile is no news to the check to come:
+                    // it listens again, before that check, and queues on.
+                    Poll::Pending if Pin::new(&mut listener).poll(cx).is_ready() => {
+                        let listener = self.core.rounds.listen();
+                        self.core.status()?;
+                        self.state = State::Locking {
+                            pending,
+                            listener,
+                            lock,
+                        };
+                        None
+                    }
                     Poll::Pending => {
                         self.state = State::Locking {
                             pending,
