@@ -212,6 +212,59 @@ on_every_backend! {
         });
     }
 
+    fn dropping_a_wait_that_arrived_during_a_pass_waits_for_its_own_block_only(rt: Rt) {
+        // Regression: waits that first polled while a pass held the loop lock are evaluated
+        // together when it lets go, announced as "any block": dropping one of them waited for
+        // every such check, not for the 64 of its own block the wait docs promise.
+        let fx = Arc::new(FakeLoop::new(1));
+        rt.block_on(async {
+            let builder = Pump::builder().interval(Duration::from_secs(3600));
+            let pump = rt.pump(builder, &fx);
+            // A wait whose check holds the loop lock in the pass after the next run.
+            let (hold, in_pass) = (Arc::new(AtomicBool::new(true)), Arc::new(AtomicBool::new(false)));
+            let (held, entered) = (hold.clone(), in_pass.clone());
+            let mut first = true;
+            let holder = pump.wait_until(move || {
+                if !std::mem::take(&mut first) && held.load(Ordering::SeqCst) {
+                    entered.store(true, Ordering::SeqCst);
+                    let since = std::time::Instant::now();
+                    while held.load(Ordering::SeqCst) && since.elapsed() < common::HANG {
+                        thread::yield_now();
+                    }
+                }
+                false
+            });
+            let holder = thread::spawn(move || async_io::block_on(holder));
+            pending(&pump, 1).await;
+            pump.kick();
+            eventually("the pass holds the loop lock", || in_pass.load(Ordering::SeqCst)).await;
+            // 300 waits (five blocks) arrive meanwhile; each of their checks takes 1 ms.
+            let calls = Arc::new(AtomicU32::new(0));
+            let mut waits: Vec<_> = (0..300)
+                .map(|_| {
+                    let calls = calls.clone();
+                    Box::pin(pump.wait_until(move || {
+                        calls.fetch_add(1, Ordering::SeqCst);
+                        thread::sleep(Duration::from_millis(1));
+                        false
+                    }))
+                })
+                .collect();
+            for wait in &mut waits {
+                assert!(futures_lite::future::poll_once(wait.as_mut()).await.is_none());
+            }
+            let last = waits.pop().expect("300 waits");
+            hold.store(false, Ordering::SeqCst);
+            eventually("the arrivals' checks run", || calls.load(Ordering::SeqCst) > 0).await;
+            let before = calls.load(Ordering::SeqCst);
+            drop(last);
+            let during = calls.load(Ordering::SeqCst) - before;
+            assert!(during <= 64, "the drop waited for {during} checks of other blocks");
+            pump.close();
+            assert_eq!(holder.join().expect("the holder's thread"), Err(Error::Closed));
+        });
+    }
+
     fn dropping_a_wait_whose_check_is_running_returns_after_the_check(rt: Rt) {
         let fx = Arc::new(FakeLoop::new(1));
         rt.block_on(async {

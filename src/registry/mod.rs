@@ -157,9 +157,6 @@ const BLOCK: usize = 64;
 /// [`Registry::evaluating`]: nothing is being evaluated.
 const NO_BLOCK: u64 = u64::MAX;
 
-/// [`Registry::evaluating`]: entries anywhere may be (the arrivals, wherever they landed).
-const ANY_BLOCK: u64 = u64::MAX - 1;
-
 /// An entry's [`Place::packed`] before it is stored in the slab.
 const NOT_ADMITTED: u64 = u64::MAX;
 
@@ -415,7 +412,7 @@ pub(crate) struct Registry {
     /// anything is left to do.
     flags: AtomicUsize,
     slab: Mutex<Slab>,
-    /// The block whose checks may be running ([`Place::block`]), [`ANY_BLOCK`] or [`NO_BLOCK`].
+    /// The block whose checks may be running ([`Place::block`]), or [`NO_BLOCK`].
     /// Written by the holder of the loop lock only.
     evaluating: AtomicU64,
     /// Passes (and evaluations of arrivals) ended so far: each told its ended entries first.
@@ -508,12 +505,24 @@ impl Registry {
     }
 
     /// Evaluates the entries registered since the last evaluation, only those.
+    ///
+    /// Each arrival's block is announced as the walk enters it, as a round's walk does, so a
+    /// wait that gives up meanwhile waits for the checks of its own block at most, not for every
+    /// arrival (a burst of waits that registered while a pass held the lock can be thousands).
+    /// Every arrival is in the slab, its place recorded, before the first announcement: a wait
+    /// that sees its block announced sees its place too. In place order, so the arrivals of one
+    /// block share one announcement.
     pub(crate) fn evaluate_arrivals(&self, woken: &mut Vec<Waker>, removed: &mut Vec<Removed>) {
         let mut slab = self.admit(true);
         let mut places = std::mem::take(&mut slab.arrived);
+        places.sort_unstable_by_key(|place| place.packed());
         let mut pass = Pass::new(self, None, woken);
-        pass.announce(ANY_BLOCK);
+        let mut announced = NO_BLOCK;
         for place in places.drain(..) {
+            if place.block() != announced {
+                announced = place.block();
+                pass.announce(announced);
+            }
             slab.columns[place.column as usize].evaluate_key(place.key, &mut pass);
         }
         keep_spare(&mut slab.arrived, places);
@@ -649,7 +658,6 @@ impl Registry {
             let place = place.load(Acquire);
             let running = match block {
                 NO_BLOCK => false,
-                ANY_BLOCK => true,
                 block => place != NOT_ADMITTED && Place::unpacked(place).block() == block,
             };
             if !running {
