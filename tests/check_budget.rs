@@ -190,3 +190,76 @@ fn a_pass_of_slow_checks_gives_a_kick_its_run_at_its_budget() {
     one_quick_check_first();
     a_slow_column_after_a_quick_one();
 }
+
+/// Waits that first poll while a pass holds the loop lock (a burst of them, say) are evaluated
+/// together as it lets go, in one stretch with no budget: 64 checks of 5 ms held the lock for
+/// 320 ms, and a kick waited for all of them. Found by a hostile probe.
+#[test]
+#[ignore = "the arrivals' evaluation has no budget: going on with the arrivals left needs a \
+            request the driver serves (as for a round's checks) and a rule for arrivals a run's \
+            round admits meanwhile, a change to the registry's protocol"]
+fn a_burst_of_arrivals_gives_a_kick_its_run_at_the_budget() {
+    Rt::Thread.block_on(async {
+        let (pump, runs) = counted_pump();
+        // A wait whose check holds the loop lock in the pass after the next run.
+        let (hold, in_pass) = (
+            Arc::new(std::sync::atomic::AtomicBool::new(true)),
+            Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        );
+        let (held, entered) = (hold.clone(), in_pass.clone());
+        let mut first = true;
+        let holder = Rt::Thread.spawn(
+            pump.wait_until(move || {
+                if !std::mem::take(&mut first) && held.load(Ordering::SeqCst) {
+                    entered.store(true, Ordering::SeqCst);
+                    while held.load(Ordering::SeqCst) {
+                        std::thread::yield_now();
+                    }
+                }
+                false
+            })
+            .timeout(Duration::from_secs(60)),
+        );
+        pending(&pump, 1).await;
+        pump.kick();
+        eventually("the pass holds the loop lock", || {
+            in_pass.load(Ordering::SeqCst)
+        })
+        .await;
+        let checks = Arc::new(AtomicU32::new(0));
+        let mut waits = Vec::new();
+        for _ in 0..64 {
+            let counted = checks.clone();
+            let mut wait = Box::pin(pump.wait_until(move || {
+                counted.fetch_add(1, Ordering::SeqCst);
+                spin(5);
+                false
+            }));
+            assert!(futures_lite::future::poll_once(wait.as_mut())
+                .await
+                .is_none());
+            waits.push(wait);
+        }
+        assert_eq!(
+            checks.load(Ordering::SeqCst),
+            0,
+            "they arrived while the lock was held"
+        );
+        hold.store(false, Ordering::SeqCst);
+        eventually("the arrivals' checks run", || {
+            checks.load(Ordering::SeqCst) > 0
+        })
+        .await;
+        let (before, kicked) = (runs.load(Ordering::SeqCst), Instant::now());
+        pump.kick();
+        eventually("the kick's run", || runs.load(Ordering::SeqCst) > before).await;
+        let waited = kicked.elapsed();
+        assert!(
+            waited < Duration::from_millis(100),
+            "a kick waited {waited:?} for 64 checks of 5 ms with a 1 ms budget"
+        );
+        pump.close();
+        drop(waits);
+        let _ = holder.await;
+    });
+}
