@@ -427,7 +427,9 @@ impl Builder {
     ///
     /// [`Error::InvalidConfig`] for a zero interval, an interval on a `run_once` that returns
     /// deadlines, a zero [`check_budget`](Builder::check_budget), or `tokio_readiness` without
-    /// `run_on_readable`.
+    /// `run_on_readable`. [`Error::Trigger`] if the descriptor given to
+    /// [`run_on_readable`](Builder::run_on_readable) cannot be watched (a regular file, which
+    /// epoll refuses; no descriptor left for the pump's duplicate); no pump is made.
     ///
     /// # Examples
     ///

@@ -195,3 +195,21 @@ fn settings_a_pump_cannot_apply_are_refused_by_name() {
         .expect("a budget applies to every pump");
     pump.close();
 }
+
+/// `build` refuses a descriptor it cannot watch with `Error::Trigger`, as its docs now say
+/// (they listed `InvalidConfig` only): epoll refuses a regular file.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+#[test]
+fn build_refuses_a_descriptor_it_cannot_watch_with_trigger() {
+    let file = std::fs::File::open(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"))
+        .expect("the manifest");
+    let built = Pump::builder().run_on_readable(&file).build(|| {});
+    assert!(
+        matches!(
+            built,
+            Err(Error::Trigger(std::io::ErrorKind::PermissionDenied))
+        ),
+        "got {:?}",
+        built.map(|_| ())
+    );
+}
