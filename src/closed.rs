@@ -11,7 +11,8 @@ use crate::Error;
 
 /// Future returned by [`Pump::closed`](crate::Pump::closed): resolves once the pump is closed,
 /// no run is in progress and the loop has been dropped — its `run_once` closure, or, on a pump
-/// thread, the state the thread made, dropped on that thread before it ended.
+/// thread, the state the thread made, dropped on that thread before it ended — and what the
+/// pump-evaluated checks of its waits captured has been dropped.
 ///
 /// # Errors
 ///
@@ -80,11 +81,18 @@ async fn closed(core: Arc<Core>) {
         }
         listener.await;
     }
+    loop_gone(&core).await;
+    // What the checks captured goes with the registry, which the holder of a pass under way at
+    // the close empties only as it lets go of the loop lock: after the wait above, perhaps.
+    core.registry.abandoned().await;
+}
+
+async fn loop_gone(core: &Core) {
     if core.close.is_loop_gone() {
         return;
     }
     // Taking the loop lock waits out a run in progress; a loop that lives here is dropped now.
-    let mut guard = LoopGuard::lock(&core).await;
+    let mut guard = LoopGuard::lock(core).await;
     let here = guard.drop_loop();
     drop(guard);
     if here {

@@ -59,7 +59,8 @@
 //!   (`run_once` returns them: [`Builder::build`], [`Next`]).
 //! - No wait pending: the timers stop (see "Idle" below). The first wait restarts them.
 //! - [`Pump::close`], dropping the last [`Pump`], or dropping the driver ends every wait with
-//!   [`Error::Closed`]; a panic in `run_once` ends them with [`Error::Panicked`]. Nothing hangs.
+//!   [`Error::Closed`] (or with what its check found in a pass under way at the close); a panic
+//!   in `run_once` ends them with [`Error::Panicked`]. Nothing hangs.
 //!
 //! # Idle
 //!

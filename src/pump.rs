@@ -454,11 +454,13 @@ impl Pump {
     ///
     /// It returns at once, also while a run or a pass over the checks is in progress, and never
     /// waits for a check: that run (or pass) finishes first, then the pump future ([`Driver`])
-    /// completes. Pending waits end at once (those in a pass under way as that pass ends, with
-    /// what their checks found in it); on a loop with its own thread, calls queued behind the
-    /// run are dropped (their callers told `Closed`) when it returns, and
-    /// [`closed`](Pump::closed) completes once the state is dropped. Dropping the last `Pump`
-    /// closes the same way.
+    /// completes. Pending waits end at once — while a pass over the checks is under way, the
+    /// pump-evaluated ones as that pass ends, each with what its check found in it if it found
+    /// anything (or a timeout that passed meanwhile), else `Closed`; on a loop with its own
+    /// thread, calls queued behind the run are dropped (their callers told `Closed`) when it
+    /// returns. [`closed`](Pump::closed) completes once all that is over: the loop (or its
+    /// state) dropped, and what the checks captured. Dropping the last `Pump` closes the same
+    /// way.
     ///
     /// # Examples
     ///
@@ -479,7 +481,8 @@ impl Pump {
 
     /// Waits until the pump is closed and its loop is gone: no run in progress, and the loop
     /// dropped — its `run_once` closure, or, on a pump thread, the state the thread made, dropped
-    /// on that thread, which then ends. For a program that must free C resources in order
+    /// on that thread, which then ends — and what the pump-evaluated checks of its waits
+    /// captured dropped too. For a program that must free C resources in order
     /// (unload a plugin, then its library). It does not close the pump itself; see [`Closed`].
     ///
     /// # Errors

@@ -450,3 +450,59 @@ fn a_run_queued_for_the_loop_lock_never_starts_after_close_returned() {
         }
     }
 }
+
+/// Drops slowly, then says so.
+struct SlowDrop(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for SlowDrop {
+    fn drop(&mut self) {
+        std::thread::sleep(Duration::from_millis(200));
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+// Found by review: a close from outside during a pass leaves the registry to the pass's
+// holder, which empties it as it lets go of the loop lock; `closed()`, which took that lock,
+// returned while the holder still dropped what the checks captured (handles into the library,
+// which a program frees after `closed()`).
+#[test]
+fn what_the_checks_captured_is_dropped_once_closed_returns() {
+    use std::sync::atomic::AtomicBool;
+    async_io::block_on(async {
+        let pump = Pump::builder().build(|| {}).expect("valid settings");
+        pump.spawn_on(ffi_pump::Backend::Thread)
+            .expect("thread backend");
+        let in_pass = Arc::new(AtomicBool::new(false));
+        let entered = in_pass.clone();
+        let mut first = true;
+        // Holds the pass for 300 ms at its second check.
+        let slow = pump.wait_until(move || {
+            if !std::mem::take(&mut first) {
+                entered.store(true, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(300));
+            }
+            false
+        });
+        let dropped = Arc::new(AtomicBool::new(false));
+        let captured = SlowDrop(dropped.clone());
+        let other = pump.wait_until(move || {
+            let _ = &captured;
+            false
+        });
+        let slow = std::thread::spawn(move || async_io::block_on(slow));
+        let other = std::thread::spawn(move || async_io::block_on(other));
+        common::pending(&pump, 2).await;
+        common::eventually("a pass in the slow check", || {
+            in_pass.load(Ordering::SeqCst)
+        })
+        .await;
+        pump.close();
+        pump.closed().await.expect("closed");
+        assert!(
+            dropped.load(Ordering::SeqCst),
+            "closed() returned while a check's captures were alive"
+        );
+        assert_eq!(slow.join().unwrap(), Err(Error::Closed));
+        assert_eq!(other.join().unwrap(), Err(Error::Closed));
+    });
+}

@@ -407,9 +407,9 @@ pub(crate) struct Registry {
     incoming: Mutex<Incoming>,
     /// [`ARRIVED`]: `incoming` holds entries nobody has evaluated yet. [`ABANDON_DUE`]: the pump
     /// closed while this thread or another held the loop lock, perhaps in the middle of an
-    /// evaluation, so the close could not empty the registry: the lock's holder does, on letting
-    /// go. Read without a lock, so whoever lets go of the loop lock learns in one load whether
-    /// anything is left to do.
+    /// evaluation, or a sweep held the registry, so the close could not empty it: the holder
+    /// does, on letting go (of the loop lock, or the sweep of the registry). Read without a lock,
+    /// so whoever lets go learns in one load whether anything is left to do.
     flags: AtomicUsize,
     slab: Mutex<Slab>,
     /// The block whose checks may be running ([`Place::block`]), or [`NO_BLOCK`].
@@ -425,6 +425,12 @@ pub(crate) struct Registry {
     /// the same block as the check that dropped it could see its check called once more.
     /// Written and read by the holder of the loop lock only.
     withdrawn_inside: AtomicBool,
+    /// Abandons under way ([`Registry::abandon`]): counted before one looks at anything, until
+    /// it dropped what it took out, so [`Registry::abandoned`] waits for the drops of one that a
+    /// pass's holder makes after the close has returned.
+    abandoning: AtomicUsize,
+    /// Notified as an abandon ends.
+    abandon_ended: event_listener::Event,
 }
 
 impl Default for Registry {
@@ -437,6 +443,8 @@ impl Default for Registry {
             passes_ended: AtomicU64::new(0),
             marked: AtomicUsize::new(0),
             withdrawn_inside: AtomicBool::new(false),
+            abandoning: AtomicUsize::new(0),
+            abandon_ended: event_listener::Event::new(),
         }
     }
 }
@@ -701,6 +709,8 @@ impl Registry {
     /// let go — a pass as its loop lock's guard lets go, a sweep itself — and then finds the
     /// slab free; its waits end as the pass does, as they did when the close waited for it.
     pub(crate) fn abandon(&self) {
+        // Counted before the flag is cleared below: `abandoned` never sees neither.
+        self.abandoning.fetch_add(1, SeqCst);
         let mut removed: Vec<Removed> = Vec::new();
         let arrived = {
             let mut incoming = lock(&self.incoming);
@@ -729,6 +739,28 @@ impl Registry {
         }
         crate::unwind::drop_each_caught(arrived);
         drop_removed(removed);
+        self.abandoning.fetch_sub(1, SeqCst);
+        self.abandon_ended.notify(usize::MAX);
+    }
+
+    /// Waits until the registry was abandoned and what its entries captured is dropped: no
+    /// abandon under way, and none left to a holder ([`ABANDON_DUE`]). For
+    /// [`Pump::closed`](crate::Pump::closed), after a close.
+    pub(crate) async fn abandoned(&self) {
+        loop {
+            let ended = self.abandon_ended.listen();
+            if self.is_abandoned() {
+                return;
+            }
+            ended.await;
+        }
+    }
+
+    fn is_abandoned(&self) -> bool {
+        // Closed by the first abandon, which counted itself first.
+        lock(&self.incoming).closed
+            && self.abandoning.load(SeqCst) == 0
+            && self.flags.load(SeqCst) & ABANDON_DUE == 0
     }
 }
 
