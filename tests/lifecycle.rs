@@ -506,3 +506,90 @@ fn what_the_checks_captured_is_dropped_once_closed_returns() {
         assert_eq!(other.join().unwrap(), Err(Error::Closed));
     });
 }
+
+// Found sound by review: a close racing passes over slow checks, sweeps, timeouts and passes
+// cut by their budget ends every wait, returns at once, and no check runs after its wait ended.
+mod close_races {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
+
+    on_every_backend! {
+        fn close_racing_passes_ends_every_wait_and_runs_no_check_after_its_wait(rt: Rt) {
+            let violations = Arc::new(AtomicUsize::new(0));
+            let busy_closes = Arc::new(AtomicUsize::new(0));
+            let depth = Arc::new(AtomicUsize::new(0));
+            let seed = AtomicU64::new(0x9E37_79B9_7F4A_7C15);
+            let rand = move |n: u64| {
+                let mut x = seed.load(SeqCst);
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                seed.store(x, SeqCst);
+                x % n
+            };
+            for round in 0..40 {
+                let violations = violations.clone();
+                let (busy_closes, depth) = (busy_closes.clone(), depth.clone());
+                let delay = rand(6);
+                let budgets = [Duration::from_micros(100), Duration::from_millis(5)];
+                let budget = budgets[(round % 2) as usize];
+                let timeouts: Vec<u64> = (0..120).map(|_| rand(8)).collect();
+                let succeed_at: Vec<u64> = (0..120).map(|_| rand(40)).collect();
+                rt.block_on(async move {
+                    let strategy = common::STRATEGIES[(round / 2 % 2) as usize];
+                    let builder = Pump::builder()
+                        .strategy(strategy)
+                        .interval(Duration::from_millis(1))
+                        .check_budget(budget);
+                    let pump = rt.pump_with(builder, || {});
+                    let tasks: Vec<_> = (0..120)
+                        .map(|i| {
+                            let gone = Arc::new(AtomicBool::new(false));
+                            let (in_check, violations) = (gone.clone(), violations.clone());
+                            let depth = depth.clone();
+                            let mut calls = 0u64;
+                            let target = succeed_at[i];
+                            let wait = pump.wait_until(move || {
+                                if in_check.load(SeqCst) {
+                                    violations.fetch_add(1, SeqCst);
+                                }
+                                depth.fetch_add(1, SeqCst);
+                                std::thread::sleep(Duration::from_micros(30));
+                                depth.fetch_sub(1, SeqCst);
+                                calls += 1;
+                                calls > target
+                            });
+                            let timeout = timeouts[i];
+                            rt.spawn(async move {
+                                let outcome = match timeout {
+                                    0..=3 => wait.timeout(Duration::from_millis(timeout)).await,
+                                    _ => wait.await,
+                                };
+                                gone.store(true, SeqCst);
+                                outcome
+                            })
+                        })
+                        .collect();
+                    async_io::Timer::after(Duration::from_millis(delay)).await;
+                    if depth.load(SeqCst) > 0 {
+                        busy_closes.fetch_add(1, SeqCst);
+                    }
+                    let closing = Instant::now();
+                    pump.close();
+                    let took = closing.elapsed();
+                    assert!(took < Duration::from_millis(200), "close took {took:?}");
+                    for task in tasks {
+                        let outcome = common::within("a wait after the close", task).await;
+                        assert!(
+                            matches!(outcome, Ok(()) | Err(Error::Closed) | Err(Error::TimedOut)),
+                            "{outcome:?}"
+                        );
+                    }
+                    drop(pump);
+                });
+            }
+            eprintln!("closes during a check: {} of 40", busy_closes.load(SeqCst));
+            assert_eq!(violations.load(SeqCst), 0, "checks ran after their wait ended");
+        }
+    }
+}
