@@ -29,7 +29,9 @@ pub struct Builder {
     /// `None`: not set, [`Builder::DEFAULT_INTERVAL`] for a pump that ticks; a pump whose
     /// `run_once` reports deadlines refuses a set one.
     interval: Option<Duration>,
-    check_budget: Duration,
+    /// `None`: not set, [`Builder::DEFAULT_CHECK_BUDGET`]; a broadcast pump, which evaluates no
+    /// checks, refuses a set one.
+    check_budget: Option<Duration>,
     idle_stop: bool,
     strategy: Strategy,
     name: Option<Arc<str>>,
@@ -44,7 +46,7 @@ impl Default for Builder {
     fn default() -> Self {
         Builder {
             interval: None,
-            check_budget: Builder::DEFAULT_CHECK_BUDGET,
+            check_budget: None,
             idle_stop: true,
             strategy: Strategy::default(),
             name: None,
@@ -104,7 +106,9 @@ impl Builder {
     /// slow checks, it stops once the budget is spent, lets go of the lock (so turns, kicks and
     /// calls get their turn), and goes on with the checks not yet seen as soon as it can —
     /// without calling the C loop again. A [`turn`](crate::Pump::turn) still returns only once
-    /// its round's checks are all done. A zero budget is refused by every `build` method.
+    /// its round's checks are all done. A zero budget is refused by every `build` method, as is
+    /// a budget for a pump with [`Strategy::Broadcast`], where each wait checks itself and the
+    /// pump evaluates no checks.
     ///
     /// # Examples
     ///
@@ -119,7 +123,7 @@ impl Builder {
     /// # Ok::<(), ffi_pump::Error>(())
     /// ```
     pub fn check_budget(mut self, budget: Duration) -> Self {
-        self.check_budget = budget;
+        self.check_budget = Some(budget);
         self
     }
 
@@ -367,11 +371,20 @@ impl Builder {
             Some(interval) => interval,
             None => Builder::DEFAULT_INTERVAL,
         };
-        if self.check_budget.is_zero() {
-            return Err(Error::InvalidConfig(
-                "check_budget must be longer than zero",
-            ));
-        }
+        let check_budget = match self.check_budget {
+            Some(budget) if budget.is_zero() => {
+                return Err(Error::InvalidConfig(
+                    "check_budget must be longer than zero",
+                ))
+            }
+            Some(_) if self.strategy == Strategy::Broadcast => {
+                return Err(Error::InvalidConfig(
+                    "check_budget: a broadcast pump evaluates no checks, each wait checks itself",
+                ))
+            }
+            Some(budget) => budget,
+            None => Builder::DEFAULT_CHECK_BUDGET,
+        };
         #[cfg(all(unix, feature = "tokio"))]
         if self.tokio_readiness {
             if on_thread {
@@ -387,7 +400,7 @@ impl Builder {
         }
         Ok(Config {
             interval,
-            check_budget: self.check_budget,
+            check_budget,
             idle_stop: self.idle_stop,
             strategy: self.strategy,
             first_at_a_tick: N::FIRST_AT_A_TICK,

@@ -162,6 +162,22 @@ fn settings_a_pump_cannot_apply_are_refused_by_name() {
         no_budget().build_with_state(|_| Ok(()), |_, _| None),
         "check_budget",
     );
+    // Found by a hostile probe: a broadcast pump evaluates no checks, and took a budget silently.
+    let broadcast_budget = || {
+        Pump::builder()
+            .strategy(ffi_pump::Strategy::Broadcast)
+            .check_budget(Duration::from_millis(2))
+    };
+    refused(broadcast_budget().build(|| {}), "check_budget");
+    refused(broadcast_budget().build(|| None), "check_budget");
+    refused(
+        broadcast_budget().build_with_state(|_| Ok(()), |_, _| None),
+        "check_budget",
+    );
+    assert!(Pump::builder()
+        .strategy(ffi_pump::Strategy::Broadcast)
+        .build(|| {})
+        .is_ok());
     // A descriptor set beside `run_on_readable`: the factory asks for the set and is refused,
     // naming the setting (an io error of kind `InvalidInput`, which comes back from the build as
     // the factory's error: the set is made in the factory now, not before it).
@@ -192,7 +208,7 @@ fn settings_a_pump_cannot_apply_are_refused_by_name() {
     let (pump, _handle) = Pump::builder()
         .check_budget(Duration::from_millis(2))
         .build_with_state(|_| Ok(()), |_, _| None)
-        .expect("a budget applies to every pump");
+        .expect("a budget applies to every pump-evaluated pump");
     pump.close();
 }
 

@@ -539,8 +539,12 @@ mod close_races {
                     let strategy = common::STRATEGIES[(round / 2 % 2) as usize];
                     let builder = Pump::builder()
                         .strategy(strategy)
-                        .interval(Duration::from_millis(1))
-                        .check_budget(budget);
+                        .interval(Duration::from_millis(1));
+                    // A broadcast pump evaluates no checks, and refuses a budget.
+                    let builder = match strategy {
+                        ffi_pump::Strategy::PumpEvaluated => builder.check_budget(budget),
+                        _ => builder,
+                    };
                     let pump = rt.pump_with(builder, || {});
                     let tasks: Vec<_> = (0..120)
                         .map(|i| {
