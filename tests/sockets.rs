@@ -342,22 +342,42 @@ fn a_reset_connection_is_handed_as_an_error_and_a_hang_up() {
     );
 }
 
-/// A listening socket under `number`, which the caller just freed: sockets are made until one
-/// takes it (each platform hands out the lowest free handle or descriptor), the others kept
+/// Closes `old` (watched in `set`, never unwatched), lets the set look once, and makes a
+/// listening socket under `old`'s number. On Unix each step is one `dup2`, so no other thread's
+/// new descriptor can take the number meanwhile (the tests of this file run in parallel); on
+/// Windows sockets are made until one takes the handle (the lowest free one), the others kept
 /// meanwhile.
-fn listener_under(number: RawDescriptor) -> TcpListener {
-    let mut others = Vec::new();
-    loop {
+fn listener_under(old: TcpStream, set: &Descriptors) -> TcpListener {
+    #[cfg(unix)]
+    {
+        let mut number = std::os::fd::OwnedFd::from(old);
+        let placeholder = std::fs::File::open("/dev/null").expect("/dev/null");
+        rustix::io::dup2(&placeholder, &mut number).expect("the socket closed");
+        let _ = set.ready();
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        if raw(&listener) == number {
-            listener.set_nonblocking(true).expect("non-blocking");
-            return listener;
+        rustix::io::dup2(&listener, &mut number).expect("a socket under the number");
+        let listener = TcpListener::from(number);
+        listener.set_nonblocking(true).expect("non-blocking");
+        listener
+    }
+    #[cfg(windows)]
+    {
+        let number = raw(&old);
+        drop(old);
+        let _ = set.ready();
+        let mut others = Vec::new();
+        loop {
+            let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+            if raw(&listener) == number {
+                listener.set_nonblocking(true).expect("non-blocking");
+                return listener;
+            }
+            assert!(
+                others.len() < 64,
+                "no socket was made under the number {number}"
+            );
+            others.push(listener);
         }
-        assert!(
-            others.len() < 64,
-            "no socket was made under the number {number}"
-        );
-        others.push(listener);
     }
 }
 
@@ -374,9 +394,7 @@ fn watch_only_watches_a_socket_made_again_under_a_closed_ones_number() {
         .expect("watch");
     // Closed without unwatching, then a look: on Windows the port's poll of the number starts
     // only now, on a closed handle, and its entry stays.
-    drop(old);
-    let _ = set.ready();
-    let listener = listener_under(number);
+    let listener = listener_under(old, &set);
     set.watch_only([(number, Interest::READABLE)])
         .expect("the new socket, listed");
     let _client = TcpStream::connect(listener.local_addr().expect("address")).expect("connect");
@@ -439,9 +457,7 @@ fn a_new_registration_on_a_closed_sockets_number_watches_the_new_socket() {
     let (old, _old_peer) = tcp_pair();
     let number = raw(&old);
     set.watch(number, Interest::READABLE, 1).expect("watch");
-    drop(old);
-    let _ = set.ready();
-    let listener = listener_under(number);
+    let listener = listener_under(old, &set);
     set.watch(number, Interest::READABLE, 2)
         .expect("the new socket, watched");
     let _client = TcpStream::connect(listener.local_addr().expect("address")).expect("connect");
