@@ -190,10 +190,10 @@ impl<'a> Wakeups<'a> {
                 // The last wait may have ended while the timer ran: an idle pump does not run.
                 // Nor does one whose loop said something else meanwhile (a turn's run): the
                 // timer may have come due for what it no longer says, and is armed again.
-                Woke::Timer(due)
-                    if !core.demand.is_idle() && armed_for == Some(core.next.get()) =>
-                {
-                    return Step::Due(self.cause(due), core.next.get())
+                Woke::Timer(due) if !core.demand.is_idle() => {
+                    if let Some(armed) = armed_for.filter(|&armed| armed == core.next.get()) {
+                        return Step::Due(self.cause(due), armed);
+                    }
                 }
                 Woke::Ready => {
                     self.after_readiness = true;

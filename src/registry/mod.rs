@@ -695,7 +695,7 @@ impl Registry {
         // A close that found the slab busy left emptying it to its holder (see `abandon`):
         // this sweep, which holds no loop lock whose guard would look.
         fence(SeqCst);
-        if self.flags.load(SeqCst) & ABANDON_DUE != 0 {
+        if self.left_to_do() == LeftToDo::Abandon {
             self.abandon();
         }
     }
