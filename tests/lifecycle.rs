@@ -511,22 +511,15 @@ fn what_the_checks_captured_is_dropped_once_closed_returns() {
 // cut by their budget ends every wait, returns at once, and no check runs after its wait ended.
 mod close_races {
     use super::*;
-    use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 
     on_every_backend! {
         fn close_racing_passes_ends_every_wait_and_runs_no_check_after_its_wait(rt: Rt) {
             let violations = Arc::new(AtomicUsize::new(0));
             let busy_closes = Arc::new(AtomicUsize::new(0));
             let depth = Arc::new(AtomicUsize::new(0));
-            let seed = AtomicU64::new(0x9E37_79B9_7F4A_7C15);
-            let rand = move |n: u64| {
-                let mut x = seed.load(SeqCst);
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                seed.store(x, SeqCst);
-                x % n
-            };
+            let mut rng = fastrand::Rng::with_seed(0x9E37_79B9_7F4A_7C15);
+            let mut rand = move |n: u64| rng.u64(..n);
             for round in 0..40 {
                 let violations = violations.clone();
                 let (busy_closes, depth) = (busy_closes.clone(), depth.clone());
