@@ -275,7 +275,8 @@ impl<'a> LoopGuard<'a> {
         })
     }
 
-    /// Goes on with the checks of a round that a pass left for lack of time, and lets go.
+    /// Goes on with the checks that passes left for lack of time — the arrivals', then the
+    /// round's — and lets go.
     ///
     /// Not on a closed pump: its waits have ended, or end as this guard lets go (a close that
     /// found a pass under way left them to that pass's holder), and no check runs for them.
@@ -289,10 +290,13 @@ impl<'a> LoopGuard<'a> {
             let _inside = Inside::enter(core.id());
             let budget = core.config.check_budget;
             let Buffers { woken, removed } = &mut buffers;
-            match core.registry.evaluate_rest(budget, woken, removed) {
+            let left = core.registry.evaluate_rest(budget, woken, removed);
+            if !left.round {
                 // No run starts while the lock is held: the round counted now is the one.
-                true => core.rounds.checked_through(core.rounds.now().round()),
-                false => core.demand.go_on_checking(),
+                core.rounds.checked_through(core.rounds.now().round());
+            }
+            if left.round || left.arrivals {
+                core.demand.go_on_checking();
             }
         }
         drop(self);
@@ -320,11 +324,15 @@ impl Drop for LoopGuard<'_> {
 }
 
 /// With the loop lock let go: ends the registered waits of a closed pump, else evaluates the
-/// arrivals if the lock is free (if it is not, its holder will, on letting go).
+/// arrivals if the lock is free (if it is not, its holder will, on letting go), for at most the
+/// check budget; the driver goes on with the rest.
 ///
 /// Every [`LoopGuard`] does this as it drops; a wait that registered while the lock was busy
 /// does it too, in case the holder let go before the wait's entry arrived.
 pub(crate) fn evaluate_arrivals(core: &Core) {
+    // Set once the budget cut an evaluation short: arrivals are then the driver's, not this
+    // loop's, but a close still is.
+    let mut left_to_driver = false;
     loop {
         // Pairs with itself on the other side. The holder lets go, then looks at the arrivals;
         // a wait makes its arrival known, then tries the lock. async-lock's own orderings are
@@ -335,19 +343,27 @@ pub(crate) fn evaluate_arrivals(core: &Core) {
         match core.registry.left_to_do() {
             LeftToDo::Nothing => return,
             LeftToDo::Abandon => return core.registry.abandon(),
+            LeftToDo::Evaluate if left_to_driver => return,
             LeftToDo::Evaluate => {}
         }
         let Some(raw) = core.loop_lock.try_lock() else {
             return;
         };
         let mut buffers = core.pass_buffers.take();
-        {
+        let seen_all = {
             let _inside = Inside::enter(core.id());
             let Buffers { woken, removed } = &mut buffers;
-            core.registry.evaluate_arrivals(woken, removed);
-        }
+            let budget = Some(core.config.check_budget);
+            core.registry.evaluate_arrivals(budget, woken, removed)
+        };
         core.loop_lock.release(raw);
         core.pass_buffers.wake(buffers);
+        if !seen_all {
+            // The rest is the driver's, between its runs, as the rest of a round's checks is:
+            // going on here would keep the lock from a kick's run for as long as they take.
+            core.demand.go_on_checking();
+            left_to_driver = true;
+        }
     }
 }
 

@@ -28,7 +28,8 @@ pub(super) trait Column: Send {
     /// until none is left (`true`) or the pass's time is up (`false`).
     fn evaluate(&mut self, pass: &mut Pass<'_>) -> bool;
 
-    /// Evaluates the entry under `key` only.
+    /// Evaluates the entry under `key` only, if there is one (there may be none: see
+    /// [`Registry::arrivals`](super::Registry::arrivals)).
     fn evaluate_key(&mut self, key: usize, pass: &mut Pass<'_>);
 
     /// Removes the entries whose wait gave up; how many.
@@ -278,6 +279,10 @@ impl<E: Evaluate> Column for Typed<E> {
     }
 
     fn evaluate_key(&mut self, key: usize, pass: &mut Pass<'_>) {
+        // An arrival left for later whose column emptied and shrank since.
+        if key >= self.entries.len() {
+            return;
+        }
         let look_for_mark = pass.look_for_marks;
         self.evaluate_block(key, key + 1, look_for_mark, pass);
         self.finish_checked(pass);

@@ -151,6 +151,15 @@ pub(crate) enum LeftToDo {
     Abandon,
 }
 
+/// What [`Registry::evaluate_rest`] left for lack of time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Left {
+    /// Arrivals not evaluated yet.
+    pub(crate) arrivals: bool,
+    /// Entries of the round not seen yet (or not known: the arrivals came first).
+    pub(crate) round: bool,
+}
+
 /// Keys per announced block: a cancelling wait may wait for up to this many checks.
 const BLOCK: usize = 64;
 
@@ -512,7 +521,25 @@ impl Registry {
         slab
     }
 
-    /// Evaluates the entries registered since the last evaluation, only those.
+    /// Evaluates the arrivals — the entries registered since the last evaluation, and those an
+    /// evaluation of arrivals left for lack of time — only those, until none is left or `budget`
+    /// is spent (`None`: no budget). Returns whether none is left; if some are, the caller asks
+    /// the driver to go on ([`evaluate_rest`](Registry::evaluate_rest) does, with no run between).
+    pub(crate) fn evaluate_arrivals(
+        &self,
+        budget: Option<Duration>,
+        woken: &mut Vec<Waker>,
+        removed: &mut Vec<Removed>,
+    ) -> bool {
+        let mut slab = self.admit(true);
+        let mut pass = Pass::new(self, budget, woken);
+        let seen_all = Self::arrivals(&mut slab, &mut pass);
+        pass.end(&mut slab, removed);
+        seen_all
+    }
+
+    /// The walk over the recorded arrivals, in place order, until none is left or the pass's
+    /// budget is spent: returns whether none is left (the rest stay recorded).
     ///
     /// Each arrival's block is announced as the walk enters it, as a round's walk does, so a
     /// wait that gives up meanwhile waits for the checks of its own block at most, not for every
@@ -520,21 +547,44 @@ impl Registry {
     /// Every arrival is in the slab, its place recorded, before the first announcement: a wait
     /// that sees its block announced sees its place too. In place order, so the arrivals of one
     /// block share one announcement.
-    pub(crate) fn evaluate_arrivals(&self, woken: &mut Vec<Waker>, removed: &mut Vec<Removed>) {
-        let mut slab = self.admit(true);
+    ///
+    /// An arrival left for later may have ended before the walk comes back to it (a round's
+    /// pass, a sweep) and its key been given to another entry since: the walk then checks that
+    /// entry once more, with no run between (its check says what it said), or finds the key
+    /// empty. A round's start forgets the arrivals left: its walk sees them.
+    fn arrivals(slab: &mut Slab, pass: &mut Pass<'_>) -> bool {
+        if slab.arrived.is_empty() {
+            return true;
+        }
         let mut places = std::mem::take(&mut slab.arrived);
         places.sort_unstable_by_key(|place| place.packed());
-        let mut pass = Pass::new(self, None, woken);
-        let mut announced = NO_BLOCK;
-        for place in places.drain(..) {
+        places.dedup_by_key(|place| place.packed());
+        let (mut announced, mut column, mut seen) = (NO_BLOCK, u32::MAX, 0);
+        for place in &places {
+            if let Some(clock) = &mut pass.clock {
+                if place.column != column {
+                    column = place.column;
+                    clock.new_column();
+                }
+                if clock.out_of_time() {
+                    break;
+                }
+                clock.walked += 1;
+            }
             if place.block() != announced {
                 announced = place.block();
                 pass.announce(announced);
             }
-            slab.columns[place.column as usize].evaluate_key(place.key, &mut pass);
+            slab.columns[place.column as usize].evaluate_key(place.key, pass);
+            seen += 1;
         }
-        keep_spare(&mut slab.arrived, places);
-        pass.end(&mut slab, removed);
+        places.drain(..seen);
+        if places.is_empty() {
+            keep_spare(&mut slab.arrived, places);
+            return true;
+        }
+        slab.arrived = places;
+        false
     }
 
     /// Starts a round (a run just happened) and evaluates entries, from where the last pass
@@ -548,28 +598,39 @@ impl Registry {
         removed: &mut Vec<Removed>,
     ) -> bool {
         let mut slab = self.admit(false);
+        // Arrivals left for lack of time are in the slab: this round sees them.
+        slab.arrived.clear();
         for column in &mut slab.columns {
             column.begin_round();
         }
         Self::pass(&mut slab, Pass::new(self, Some(budget), woken), removed)
     }
 
-    /// Goes on with a round a pass left for lack of time: evaluates the entries it has not seen
-    /// yet (the C library has not run since, so the others' checks would say the same), until
-    /// none is left or `budget` is spent. Returns whether the round is done.
-    ///
-    /// Arrivals stay where they are, for the arrivals' own evaluation ([`evaluate_arrivals`]):
-    /// admitting them here would clear [`ARRIVED`] without evaluating them.
-    ///
-    /// [`evaluate_arrivals`]: Registry::evaluate_arrivals
+    /// Goes on with what passes left for lack of time, with no run between (the C library has
+    /// not run since, so the checks already made would say the same): first the arrivals — those
+    /// left, and any registered since — then the entries of the round not seen yet, until none
+    /// is left or `budget` is spent. Returns what is still left.
     pub(crate) fn evaluate_rest(
         &self,
         budget: Duration,
         woken: &mut Vec<Waker>,
         removed: &mut Vec<Removed>,
-    ) -> bool {
-        let mut slab = lock(&self.slab);
-        Self::pass(&mut slab, Pass::new(self, Some(budget), woken), removed)
+    ) -> Left {
+        let mut slab = self.admit(true);
+        let mut pass = Pass::new(self, Some(budget), woken);
+        if !Self::arrivals(&mut slab, &mut pass) {
+            pass.end(&mut slab, removed);
+            // The round was not looked at: left, as far as the caller knows.
+            return Left {
+                arrivals: true,
+                round: true,
+            };
+        }
+        let round = !Self::pass(&mut slab, pass, removed);
+        Left {
+            arrivals: false,
+            round,
+        }
     }
 
     /// The columns in turn from where the last pass stopped, each with what it has left of the
@@ -729,6 +790,7 @@ impl Registry {
             Some(slab)
         });
         if let Some(mut slab) = slab {
+            slab.arrived = Vec::new();
             for column in &mut slab.columns {
                 wakers.extend(column.abandon());
             }
@@ -811,7 +873,7 @@ mod tests {
             });
             assert!(registry.insert(entry).is_ok());
         }
-        registry.evaluate_arrivals(&mut Vec::new(), &mut Vec::new());
+        assert!(registry.evaluate_arrivals(None, &mut Vec::new(), &mut Vec::new()));
     }
 
     /// One round after a run, cut by its budget, with entries arriving between its passes:
@@ -826,7 +888,9 @@ mod tests {
         // A zero budget: the pass stops at its first look at the clock.
         assert!(!registry.evaluate(Duration::ZERO, &mut Vec::new(), &mut Vec::new()));
         arrive(registry, counts, before..before + arrivals);
-        while !registry.evaluate_rest(Duration::from_secs(1), &mut Vec::new(), &mut Vec::new()) {}
+        while (registry.evaluate_rest(Duration::from_secs(1), &mut Vec::new(), &mut Vec::new()))
+            .round
+        {}
         let counts = counts.lock().unwrap();
         let wrong: Vec<_> = (0..before).filter(|&id| counts[id] != 1).collect();
         assert!(
@@ -880,6 +944,81 @@ mod tests {
         round_with_arrivals(&registry, &counts, 0);
     }
 
+    /// Arrivals a zero budget cut short are left recorded: going on evaluates each once, and a
+    /// round that starts meanwhile sees them in its walk instead (once too).
+    #[test]
+    fn arrivals_left_for_lack_of_time_are_each_evaluated_once() {
+        let zero = Some(Duration::ZERO);
+        let registry = Registry::default();
+        let counts = Arc::new(Mutex::new(vec![0; 200]));
+        let arrive = |ids: std::ops::Range<usize>| {
+            for id in ids {
+                let counts = counts.clone();
+                assert!(registry.insert(Box::new(Probe { id, counts })).is_ok());
+            }
+        };
+        arrive(0..100);
+        // The stride starts at one entry: a zero budget lets one check through.
+        assert!(!registry.evaluate_arrivals(zero, &mut Vec::new(), &mut Vec::new()));
+        arrive(100..150);
+        let left = registry.evaluate_rest(Duration::from_secs(1), &mut Vec::new(), &mut Vec::new());
+        assert!(!left.arrivals && !left.round, "{left:?}");
+        assert!(counts.lock().unwrap()[..150]
+            .iter()
+            .all(|&count| count == 1));
+
+        arrive(150..200);
+        assert!(!registry.evaluate_arrivals(zero, &mut Vec::new(), &mut Vec::new()));
+        counts
+            .lock()
+            .unwrap()
+            .iter_mut()
+            .for_each(|count| *count = 0);
+        assert!(registry.evaluate(Duration::from_secs(1), &mut Vec::new(), &mut Vec::new()));
+        let left = registry.evaluate_rest(Duration::from_secs(1), &mut Vec::new(), &mut Vec::new());
+        assert!(!left.arrivals && !left.round, "{left:?}");
+        assert!(
+            counts.lock().unwrap().iter().all(|&count| count == 1),
+            "the round saw every entry once, and the arrivals left were forgotten"
+        );
+    }
+
+    /// An arrival left for later whose entry is gone, and its column's memory with it, when the
+    /// walk comes back: nothing to check, no panic.
+    #[test]
+    fn an_arrival_left_whose_column_emptied_is_passed_over() {
+        let registry = Registry::default();
+        let drops = Arc::new(AtomicUsize::new(0));
+        for _ in 0..100 {
+            assert!(registry.insert(Box::new(Finishes(drops.clone()))).is_ok());
+        }
+        let mut removed = Vec::new();
+        assert!(!registry.evaluate_arrivals(Some(Duration::ZERO), &mut Vec::new(), &mut removed));
+        // A round in between would forget them; this goes through the slab's keys directly.
+        {
+            let mut slab = super::lock(&registry.slab);
+            let mut woken = Vec::new();
+            let mut pass = super::Pass::new(&registry, None, &mut woken);
+            for column in &mut slab.columns {
+                column.begin_round();
+                column.evaluate(&mut pass);
+            }
+            pass.end(&mut slab, &mut removed);
+        }
+        registry.sweep();
+        super::drop_removed(removed);
+        assert_eq!(drops.load(SeqCst), 100);
+        // Fewer keys than before: the arrivals left reach past the column's end.
+        for _ in 0..10 {
+            assert!(registry.insert(Box::new(Finishes(drops.clone()))).is_ok());
+        }
+        let mut removed = Vec::new();
+        let left = registry.evaluate_rest(Duration::from_secs(1), &mut Vec::new(), &mut removed);
+        assert!(!left.arrivals && !left.round, "{left:?}");
+        super::drop_removed(removed);
+        assert_eq!(drops.load(SeqCst), 110, "the new arrivals were evaluated");
+    }
+
     /// An entry that finishes at its first evaluation and counts its drops.
     struct Finishes(Arc<AtomicUsize>);
 
@@ -924,7 +1063,7 @@ mod tests {
                 assert!(registry.insert(entry).is_ok());
             }
             let mut removed = Vec::new();
-            registry.evaluate_arrivals(&mut Vec::new(), &mut removed);
+            assert!(registry.evaluate_arrivals(None, &mut Vec::new(), &mut removed));
             assert_eq!(
                 drops.load(SeqCst),
                 300 * (batch - 1),
