@@ -105,9 +105,9 @@ impl Builder {
     /// After each run the pump evaluates the registered checks under the loop lock; with many
     /// slow checks, it stops once the budget is spent, lets go of the lock (so turns, kicks and
     /// calls get their turn), and goes on with the checks not yet seen as soon as it can —
-    /// without calling the C loop again. The waits that register while the lock is held (a burst
-    /// of them during a run, say) are checked as it is let go, within the same budget, and the
-    /// rest of them the same way. A [`turn`](crate::Pump::turn) still returns only once its
+    /// without calling the C loop again. The waits that register while a pass holds the lock (a
+    /// burst of them, say) are checked as it is let go, within the same budget, and the rest of
+    /// them the same way; those that register during a run join its round. A [`turn`](crate::Pump::turn) still returns only once its
     /// round's checks are all done. A zero budget is refused by every `build` method, as is
     /// a budget for a pump with [`Strategy::Broadcast`], where each wait checks itself and the
     /// pump evaluates no checks.

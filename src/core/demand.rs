@@ -9,7 +9,8 @@ use crate::sync::AtomicUsize;
 
 /// [`Demand::state`]: a kick is waiting for its run.
 const KICKED: usize = 1;
-/// [`Demand::state`]: a round's checks were cut short by their budget and go on, with no run.
+/// [`Demand::state`]: checks were cut short by their budget (a round's, or the arrivals') and go
+/// on, with no run.
 const CHECKS: usize = 1 << 1;
 /// [`Demand::state`]: one pending wait.
 const WAIT: usize = 1 << 2;
@@ -83,7 +84,7 @@ impl Demand {
         self.state.fetch_and(!CHECKS, SeqCst) & CHECKS != 0
     }
 
-    /// Whether a kick or the rest of a round's checks waits for the driver.
+    /// Whether a kick or the rest of some checks waits for the driver.
     pub(crate) fn has_work(&self) -> bool {
         self.state.load(SeqCst) & (KICKED | CHECKS) != 0
     }

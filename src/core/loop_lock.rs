@@ -136,7 +136,8 @@ impl LoopLock {
 /// work — ends the registered waits if the pump closed while it was held (a check or `run_once`
 /// that closed the pump could not: the registry may have been in use on this very thread), and
 /// evaluates the pump-evaluated waits that registered while it was held (they found the lock
-/// busy and left that to its holder). This also happens when a check panics through it.
+/// busy and left that to its holder), for at most the check budget, the driver going on with
+/// the rest. This also happens when a check panics through it.
 pub(crate) struct LoopGuard<'a> {
     core: &'a Core,
     raw: Option<Held<'a>>,

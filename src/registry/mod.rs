@@ -260,8 +260,8 @@ pub(crate) struct Slab {
     types: Vec<TypeId>,
     /// The column where the last pass stopped for lack of time.
     next_column: usize,
-    /// Where the arrivals an evaluation admitted went: empty between evaluations, its memory kept
-    /// for the next one.
+    /// Where the arrivals an evaluation admitted went and that no walk has evaluated yet: empty
+    /// but for those a walk left for lack of time, its memory kept for the next evaluation.
     arrived: Vec<Place>,
 }
 
@@ -461,8 +461,8 @@ impl Default for Registry {
 impl Registry {
     /// Registers an entry not evaluated yet, in O(1); hands it back if the pump is closed.
     ///
-    /// The caller found the loop lock busy: its holder evaluates the entry on letting go, so it
-    /// needs no further run.
+    /// The caller found the loop lock busy: its holder evaluates the entry on letting go (or, past
+    /// the check budget, the driver after it), so it needs no further run.
     pub(crate) fn insert(&self, entry: Entry) -> Result<(), Entry> {
         let mut incoming = lock(&self.incoming);
         if incoming.closed {
@@ -548,10 +548,11 @@ impl Registry {
     /// that sees its block announced sees its place too. In place order, so the arrivals of one
     /// block share one announcement.
     ///
-    /// An arrival left for later may have ended before the walk comes back to it (a round's
-    /// pass, a sweep) and its key been given to another entry since: the walk then checks that
-    /// entry once more, with no run between (its check says what it said), or finds the key
-    /// empty. A round's start forgets the arrivals left: its walk sees them.
+    /// An arrival left for later may have been swept (its wait gave up) before the walk comes
+    /// back to it, and its key given to another entry since: the walk then checks that entry
+    /// once more, with no run between (its check says what it said; a mark is looked at as
+    /// anywhere), or finds the key empty, or past its column's end. A round's start forgets the
+    /// arrivals left: its walk sees them.
     fn arrivals(slab: &mut Slab, pass: &mut Pass<'_>) -> bool {
         if slab.arrived.is_empty() {
             return true;
@@ -600,16 +601,26 @@ impl Registry {
         let mut slab = self.admit(false);
         // Arrivals left for lack of time are in the slab: this round sees them.
         slab.arrived.clear();
+        if slab.arrived.capacity() > SPARE_AT_MOST {
+            slab.arrived = Vec::new();
+        }
         for column in &mut slab.columns {
             column.begin_round();
         }
-        Self::pass(&mut slab, Pass::new(self, Some(budget), woken), removed)
+        let mut pass = Pass::new(self, Some(budget), woken);
+        let seen_all = Self::pass(&mut slab, &mut pass);
+        pass.end(&mut slab, removed);
+        seen_all
     }
 
     /// Goes on with what passes left for lack of time, with no run between (the C library has
-    /// not run since, so the checks already made would say the same): first the arrivals — those
-    /// left, and any registered since — then the entries of the round not seen yet, until none
+    /// not run since, so the checks already made would say the same): first the entries of the
+    /// round not seen yet, then the arrivals — those left, and any registered since — until none
     /// is left or `budget` is spent. Returns what is still left.
+    ///
+    /// The round first: it is finite (its walk stays within the keys it began with), so a stream
+    /// of arrivals whose checks spend the budget cannot keep it from ending, nor the waits in it
+    /// whose condition held at the run from being woken.
     pub(crate) fn evaluate_rest(
         &self,
         budget: Duration,
@@ -618,24 +629,18 @@ impl Registry {
     ) -> Left {
         let mut slab = self.admit(true);
         let mut pass = Pass::new(self, Some(budget), woken);
-        if !Self::arrivals(&mut slab, &mut pass) {
-            pass.end(&mut slab, removed);
-            // The round was not looked at: left, as far as the caller knows.
-            return Left {
-                arrivals: true,
-                round: true,
-            };
-        }
-        let round = !Self::pass(&mut slab, pass, removed);
-        Left {
-            arrivals: false,
-            round,
-        }
+        let round = !Self::pass(&mut slab, &mut pass);
+        let arrivals = match round {
+            true => !slab.arrived.is_empty(),
+            false => !Self::arrivals(&mut slab, &mut pass),
+        };
+        pass.end(&mut slab, removed);
+        Left { arrivals, round }
     }
 
     /// The columns in turn from where the last pass stopped, each with what it has left of the
     /// round.
-    fn pass(slab: &mut Slab, mut pass: Pass<'_>, removed: &mut Vec<Removed>) -> bool {
+    fn pass(slab: &mut Slab, pass: &mut Pass<'_>) -> bool {
         let columns = slab.columns.len();
         if columns == 0 {
             return true;
@@ -643,13 +648,12 @@ impl Registry {
         let first = slab.next_column % columns;
         let mut seen_all = true;
         for column in (first..columns).chain(0..first) {
-            if !slab.columns[column].evaluate(&mut pass) {
+            if !slab.columns[column].evaluate(pass) {
                 slab.next_column = column;
                 seen_all = false;
                 break;
             }
         }
-        pass.end(slab, removed);
         seen_all
     }
 
@@ -828,7 +832,7 @@ impl Registry {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
     use std::sync::{Arc, Mutex};
     use std::task::Waker;
     use std::time::Duration;
@@ -983,40 +987,116 @@ mod tests {
         );
     }
 
-    /// An arrival left for later whose entry is gone, and its column's memory with it, when the
-    /// walk comes back: nothing to check, no panic.
+    /// Going on after a cut serves the round before the arrivals: one arrival per call that
+    /// spends the budget cannot keep the round from ending (found by review: with the arrivals
+    /// first, the round never moved).
     #[test]
-    fn an_arrival_left_whose_column_emptied_is_passed_over() {
+    fn arrivals_cannot_starve_the_rest_of_a_round() {
+        let zero = Duration::ZERO;
         let registry = Registry::default();
-        let drops = Arc::new(AtomicUsize::new(0));
-        for _ in 0..100 {
-            assert!(registry.insert(Box::new(Finishes(drops.clone()))).is_ok());
-        }
-        let mut removed = Vec::new();
-        assert!(!registry.evaluate_arrivals(Some(Duration::ZERO), &mut Vec::new(), &mut removed));
-        // A round in between would forget them; this goes through the slab's keys directly.
-        {
-            let mut slab = super::lock(&registry.slab);
-            let mut woken = Vec::new();
-            let mut pass = super::Pass::new(&registry, None, &mut woken);
-            for column in &mut slab.columns {
-                column.begin_round();
-                column.evaluate(&mut pass);
+        let counts = Arc::new(Mutex::new(Vec::new()));
+        arrive(&registry, &counts, 0..10);
+        // A zero budget: each pass checks one entry, then looks at the clock and stops.
+        assert!(!registry.evaluate(zero, &mut Vec::new(), &mut Vec::new()));
+        let mut calls = 0;
+        for id in 10..60 {
+            counts.lock().unwrap().resize(id + 1, 0);
+            let counts = counts.clone();
+            assert!(registry.insert(Box::new(Probe { id, counts })).is_ok());
+            calls += 1;
+            if !registry
+                .evaluate_rest(zero, &mut Vec::new(), &mut Vec::new())
+                .round
+            {
+                break;
             }
-            pass.end(&mut slab, &mut removed);
         }
+        assert!(calls < 50, "the round never ended");
+        assert!(counts.lock().unwrap()[..10].iter().all(|&count| count == 2));
+    }
+
+    /// A burst of arrivals left for later gives its memory back once a round forgets them.
+    #[test]
+    fn a_burst_left_for_later_does_not_keep_its_memory_past_a_round() {
+        let registry = Registry::default();
+        let counts = Arc::new(Mutex::new(vec![0; 2 * super::SPARE_AT_MOST]));
+        for id in 0..2 * super::SPARE_AT_MOST {
+            let counts = counts.clone();
+            assert!(registry.insert(Box::new(Probe { id, counts })).is_ok());
+        }
+        let zero = Some(Duration::ZERO);
+        assert!(!registry.evaluate_arrivals(zero, &mut Vec::new(), &mut Vec::new()));
+        assert!(registry.evaluate(Duration::from_secs(1), &mut Vec::new(), &mut Vec::new()));
+        let (_, places) = kept_for_arrivals(&registry);
+        assert!(places <= super::SPARE_AT_MOST, "kept {places} places");
+    }
+
+    /// An entry that never finishes, counts its checks, and gives up when told.
+    struct GivesUp {
+        gave_up: Arc<AtomicBool>,
+        checks: Arc<AtomicUsize>,
+    }
+
+    impl Evaluate for GivesUp {
+        type Checked = ();
+
+        fn evaluate(&mut self, _: bool) -> Evaluated<()> {
+            self.checks.fetch_add(1, SeqCst);
+            Evaluated::Pending
+        }
+
+        fn finish(&self, (): ()) -> Finished {
+            unreachable!("its check never ends its wait")
+        }
+
+        fn is_cancelled(&self) -> bool {
+            self.gave_up.load(SeqCst)
+        }
+
+        fn abandon(&self) -> Option<Waker> {
+            None
+        }
+
+        fn stored_at(&self, _: u64) {}
+    }
+
+    /// Arrivals left for later whose waits gave up and were swept, their column's memory given
+    /// back, then fewer arrivals of the same type: the places left reach past the column's end.
+    /// Nothing to check there, no panic, and the new arrivals are each checked once.
+    #[test]
+    fn arrivals_left_then_swept_are_passed_over() {
+        let registry = Registry::default();
+        let (old, new) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let checks = Arc::new(AtomicUsize::new(0));
+        let arrive = |n: usize, gave_up: &Arc<AtomicBool>| {
+            for _ in 0..n {
+                let (gave_up, checks) = (gave_up.clone(), checks.clone());
+                assert!(registry
+                    .insert(Box::new(GivesUp { gave_up, checks }))
+                    .is_ok());
+            }
+        };
+        arrive(100, &old);
+        assert!(!registry.evaluate_arrivals(
+            Some(Duration::ZERO),
+            &mut Vec::new(),
+            &mut Vec::new()
+        ));
+        let checked = checks.load(SeqCst);
+        assert!(checked < 100, "the budget cut the walk short");
+        old.store(true, SeqCst);
         registry.sweep();
-        super::drop_removed(removed);
-        assert_eq!(drops.load(SeqCst), 100);
-        // Fewer keys than before: the arrivals left reach past the column's end.
-        for _ in 0..10 {
-            assert!(registry.insert(Box::new(Finishes(drops.clone()))).is_ok());
-        }
-        let mut removed = Vec::new();
-        let left = registry.evaluate_rest(Duration::from_secs(1), &mut Vec::new(), &mut removed);
+        arrive(10, &new);
+        let left = registry.evaluate_rest(Duration::from_secs(1), &mut Vec::new(), &mut Vec::new());
         assert!(!left.arrivals && !left.round, "{left:?}");
-        super::drop_removed(removed);
-        assert_eq!(drops.load(SeqCst), 110, "the new arrivals were evaluated");
+        assert_eq!(
+            checks.load(SeqCst),
+            checked + 10,
+            "each new arrival checked once"
+        );
     }
 
     /// An entry that finishes at its first evaluation and counts its drops.
