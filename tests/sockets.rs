@@ -494,6 +494,54 @@ fn a_peer_that_shuts_its_writing_side_is_readable_and_a_hang_up_where_told() {
     assert_eq!(ready.is_hangup(), told, "{ready:?}");
 }
 
+/// One set given to `run_on_readable` of several pumps: each pump runs for what is ready, as
+/// with one pump. On Windows the port kept one waker, the last driver's to look: readiness then
+/// woke one of the pumps only, and the other waited for a kick (found by the Windows probe of
+/// an earlier stop, as a suspicion).
+#[test]
+fn pumps_that_share_a_set_given_to_run_on_readable_each_run_for_readiness() {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    use std::sync::Arc;
+    let (socket, mut peer) = tcp_pair();
+    let descriptors = Descriptors::new().expect("a set");
+    descriptors
+        .watch(raw(&socket), Interest::READABLE, 1)
+        .expect("watch");
+    let pump = |runs: &Arc<AtomicUsize>| {
+        let (set, runs) = (descriptors.clone(), runs.clone());
+        let pump = Pump::builder()
+            .idle_stop(false)
+            .run_on_readable(&descriptors)
+            .build(move || {
+                runs.fetch_add(1, SeqCst);
+                let _ = set.ready();
+                None::<Instant>
+            })
+            .expect("a pump");
+        pump.spawn();
+        pump
+    };
+    let runs = [Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0))];
+    let pumps = [pump(&runs[0]), pump(&runs[1])];
+    // Both drivers asleep by now, waiting for readiness (nothing tells when).
+    std::thread::sleep(Duration::from_millis(50));
+    let before = [runs[0].load(SeqCst), runs[1].load(SeqCst)];
+    // Left unread: level-triggered, the socket stays ready.
+    peer.write_all(b"x").expect("write");
+    let start = Instant::now();
+    while (0..2).any(|i| runs[i].load(SeqCst) == before[i]) {
+        assert!(
+            start.elapsed() < HANG,
+            "a pump sharing the set made no run for readiness: runs {before:?} before, {:?} after",
+            [runs[0].load(SeqCst), runs[1].load(SeqCst)]
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    for pump in &pumps {
+        pump.close();
+    }
+}
+
 /// One set given to `run_on_readable` of several pumps: each pump closes, and its loop is gone,
 /// while the others run on. On Windows each pump keeps a thread that sleeps on the set's port,
 /// and a close wakes its thread with one notification of the port, which another pump's thread

@@ -47,11 +47,13 @@ impl Drop for Turn<'_> {
     }
 }
 
-/// Reports fetched by [`Port::sleep_unless`] that no run took yet, and who waits for them.
+/// Reports fetched by [`Port::sleep_unless`] that no run took yet, and who waits for them: the
+/// driver of every pump the set was given to (several pumps may share one set, and each runs for
+/// what is ready, as each does on an epoll set).
 #[derive(Default)]
 struct Found_ {
     reports: Vec<(u64, Found)>,
-    waker: Option<Waker>,
+    wakers: Vec<Waker>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -212,15 +214,15 @@ impl Port {
         if events.is_empty() {
             return;
         }
-        let waker = {
+        let wakers = {
             let mut found = lock(&self.found);
             let reports = events
                 .iter()
                 .map(|event| (event.key as u64, report(&event)));
             found.reports.extend(reports);
-            found.waker.take()
+            std::mem::take(&mut found.wakers)
         };
-        if let Some(waker) = waker {
+        for waker in wakers {
             waker.wake();
         }
     }
@@ -238,7 +240,11 @@ impl Port {
     pub(crate) fn poll_found(&self, cx: &mut Context<'_>) -> Poll<()> {
         let mut found = lock(&self.found);
         if found.reports.is_empty() {
-            found.waker = Some(cx.waker().clone());
+            // One per driver: a driver polls again with the waker it stored, or one that wakes
+            // the same task. A driver gone since is dropped at the next find.
+            if !found.wakers.iter().any(|w| w.will_wake(cx.waker())) {
+                found.wakers.push(cx.waker().clone());
+            }
             return Poll::Pending;
         }
         Poll::Ready(())
