@@ -235,6 +235,20 @@ impl<R> Reply<R> {
         }
     }
 
+    /// The answer, if the call ran already, taken out: the caller let go of the call and drops
+    /// it, its panic caught. A call not run yet still runs, its answer dropped by the loop's
+    /// thread.
+    pub(crate) fn take_answer(&self) -> Option<Outcome<R>> {
+        let mut slot = lock(&self.slot);
+        match std::mem::replace(&mut *slot, Slot::Taken) {
+            Slot::Answered(outcome) => Some(outcome),
+            other => {
+                *slot = other;
+                None
+            }
+        }
+    }
+
     /// The caller will not wait (it is on the loop's thread): a job not run yet is dropped
     /// unrun when its turn comes. Its answer, if it ran already.
     pub(crate) fn refuse(&self) -> Option<Outcome<R>> {

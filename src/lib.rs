@@ -105,6 +105,7 @@
 //! | `Drop` of the loop's state | none (they ended at the close) | [`Stats::panicked`]; [`Pump::closed`] returns | `promises.rs :: issue_21_a_panicking_drop_of_the_state_is_reported` |
 //! | `Drop` of what `run_once` captured | end with [`Error::Closed`] as at any close | caught wherever the last reference goes (on smol this aborted); after a close, [`Stats::panicked`] only | `promises.rs :: issue_21_a_panicking_drop_of_run_once_never_aborts`, `waits_end_with_closed_when_run_onces_drop_panics_after_a_close` |
 //! | `Drop` of what a check, a call or a post captured (also on a closed pump, a broadcast or local check, a wait never polled) | unaffected | caught; goes on | `promises.rs :: issue_21_panicking_drops_of_checks_and_calls_stay_in_the_pump`, `a_panicking_drop_of_a_closure_on_a_closed_pump_or_in_a_wait_stays_out_of_the_caller` |
+//! | `Drop` of a value nobody takes: a request's answer after its wait gave up (in `run_once` or on a library's thread), a call's answer whose [`Call`] was dropped unpolled | unaffected | caught where it is dropped; goes on | `promises.rs :: a_value_answering_a_request_that_gave_up_is_dropped_with_its_panic_caught`, `a_value_answering_a_request_whose_cancel_ran_does_not_end_the_pump`, `an_answered_call_dropped_unpolled_drops_its_value_with_its_panic_caught` |
 //!
 //! Wakers are the executor's code, not the crate's: the pump wakes tasks through
 //! `event-listener`, which calls a waker with its list locked. A waker that panics kills the

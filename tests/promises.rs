@@ -1085,3 +1085,106 @@ fn waits_end_with_closed_when_run_onces_drop_panics_after_a_close() {
         });
     }
 }
+
+/// A request that gave up before its library finished, then answered with a value whose drop
+/// panics, while its cancel waits its turn on the loop's thread: the value is dropped in
+/// `complete`, here on a library thread of its own, with its panic caught (before, it came out
+/// of `complete`; in `run_once` it closed the pump with `Panicked`). Found by a hostile probe.
+#[test]
+fn a_value_answering_a_request_that_gave_up_is_dropped_with_its_panic_caught() {
+    futures_lite::future::block_on(async {
+        let (pump, handle) = Pump::builder()
+            .build_with_state(|_| Ok(()), |_, _| None)
+            .expect("pump thread starts");
+        let (started, completer) = std::sync::mpsc::channel();
+        let mut request = Box::pin(handle.request(
+            move |_, done: ffi_pump::Completer<Bomb>| started.send(done).expect("the test waits"),
+            |_, ()| {},
+        ));
+        assert!(futures_lite::future::poll_once(request.as_mut())
+            .await
+            .is_none());
+        let completer = completer.recv_timeout(HANG).expect("started");
+        // Its cancel stays queued behind the busy call.
+        let (gate, busy) = hold_the_loop_thread(&handle).await;
+        drop(request);
+        let dropped = Arc::new(AtomicBool::new(false));
+        let bomb = Bomb(dropped.clone());
+        let completed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+            completer.complete(bomb)
+        }));
+        assert!(completed.is_ok(), "the panic came out of complete");
+        assert!(dropped.load(SeqCst), "nobody takes the value: dropped");
+        gate.send(()).expect("the busy call waits");
+        assert_eq!(within("the busy call", busy).await, Ok(()));
+        assert_eq!(within("a call after", handle.call(|_| 1)).await, Ok(1));
+        drop(pump);
+    });
+}
+
+/// The same once the request's cancel ran (a library that cannot stop its work has a cancel
+/// that does nothing), answered from `run_once`: the value went into the request's own table,
+/// which the completer's drop took with it, panic and all — out of `run_once`, closing the pump
+/// with `Panicked`. Found by the same probe.
+#[test]
+fn a_value_answering_a_request_whose_cancel_ran_does_not_end_the_pump() {
+    futures_lite::future::block_on(async {
+        let (finish, dropped) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let (finishing, bombs) = (finish.clone(), dropped.clone());
+        let (pump, handle) = Pump::builder()
+            .build_with_state(
+                |_| Ok(Vec::<ffi_pump::Completer<Bomb>>::new()),
+                move |running, _| {
+                    if finishing.load(SeqCst) {
+                        for done in running.drain(..) {
+                            done.complete(Bomb(bombs.clone()));
+                        }
+                    }
+                    None
+                },
+            )
+            .expect("pump thread starts");
+        let request = handle.request(|running, done| running.push(done), |_, ()| {});
+        let outcome = request.timeout(Duration::from_millis(20)).await;
+        assert!(matches!(outcome, Err(Error::TimedOut)), "not answered yet");
+        // Queued after the cancel: once it is answered, the cancel ran.
+        assert_eq!(
+            within("a call", handle.call(|running| running.len())).await,
+            Ok(1)
+        );
+        finish.store(true, SeqCst);
+        assert_eq!(
+            within("a turn", pump.turn()).await,
+            Ok(()),
+            "{:?}",
+            pump.stats()
+        );
+        assert!(dropped.load(SeqCst), "the value was dropped");
+        assert_eq!(within("a call after", handle.call(|_| 1)).await, Ok(1));
+    });
+}
+
+/// A call answered with a value whose drop panics, the `Call` dropped without being polled
+/// (a task cancelled, say): the value is dropped with its panic caught, not let out of the
+/// drop — on smol that aborted the process (a task's drop must not panic). Found by the same
+/// probe; a `Request` in the same place caught it already.
+#[test]
+fn an_answered_call_dropped_unpolled_drops_its_value_with_its_panic_caught() {
+    futures_lite::future::block_on(async {
+        let (pump, handle) = Pump::builder()
+            .build_with_state(|_| Ok(()), |_, _| None)
+            .expect("pump thread starts");
+        let dropped = Arc::new(AtomicBool::new(false));
+        let bomb = Bomb(dropped.clone());
+        let call = handle.call(move |_| bomb);
+        // Calls run in order: once this one is answered, the first was too.
+        assert_eq!(within("a call", handle.call(|_| ())).await, Ok(()));
+        let dropping = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(call)));
+        assert!(dropping.is_ok(), "the panic came out of the call's drop");
+        assert!(dropped.load(SeqCst), "the value was dropped");
+        drop(pump);
+    });
+}
