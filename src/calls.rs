@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 use std::task::{Context, Poll, Waker};
 
 use crate::sync::{lock, Mutex};
@@ -235,20 +235,6 @@ impl<R> Reply<R> {
         }
     }
 
-    /// The answer, if the call ran already, taken out: the caller let go of the call and drops
-    /// it, its panic caught. A call not run yet still runs, its answer dropped by the loop's
-    /// thread.
-    pub(crate) fn take_answer(&self) -> Option<Outcome<R>> {
-        let mut slot = lock(&self.slot);
-        match std::mem::replace(&mut *slot, Slot::Taken) {
-            Slot::Answered(outcome) => Some(outcome),
-            other => {
-                *slot = other;
-                None
-            }
-        }
-    }
-
     /// The caller will not wait (it is on the loop's thread): a job not run yet is dropped
     /// unrun when its turn comes. Its answer, if it ran already.
     pub(crate) fn refuse(&self) -> Option<Outcome<R>> {
@@ -269,6 +255,20 @@ impl<R> Reply<R> {
         };
         if let Some(waker) = waker {
             waker.wake();
+        }
+    }
+}
+
+impl<R> Drop for Reply<R> {
+    /// An answer nobody took goes with the slot, wherever its last holder lets go — the caller
+    /// that dropped its `Call` unpolled (on smol a task's drop must not panic: it aborts), or the
+    /// loop's thread answering a call dropped meanwhile — with its panic (or its panic payload's)
+    /// caught.
+    fn drop(&mut self) {
+        let slot = self.slot.get_mut().unwrap_or_else(PoisonError::into_inner);
+        let slot = std::mem::replace(slot, Slot::Taken);
+        if let Slot::Answered(outcome) = slot {
+            crate::unwind::drop_caught(outcome);
         }
     }
 }

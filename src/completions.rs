@@ -104,17 +104,6 @@ pub(crate) struct Table<K, V> {
     keys: Mutex<HashMap<K, KeyState<V>>>,
 }
 
-impl<K, V> Drop for Table<K, V> {
-    /// What nobody claimed goes wherever the table's last holder lets go — for a request's own
-    /// table, the completer that answered after its wait ended, in `run_once` or on a library's
-    /// thread: each value is dropped with its panic caught there, as the pump drops what it was
-    /// handed.
-    fn drop(&mut self) {
-        let keys = std::mem::take(&mut *self.keys());
-        crate::unwind::drop_each_caught(keys.into_values());
-    }
-}
-
 impl<K, V> Table<K, V> {
     pub(crate) fn keys(&self) -> MutexGuard<'_, HashMap<K, KeyState<V>>> {
         // No user code runs under this lock: wakers are woken, and values dropped, after it.

@@ -692,18 +692,6 @@ impl<R> Future for Call<R> {
 
 impl<R> Unpin for Call<R> {}
 
-impl<R> Drop for Call<R> {
-    fn drop(&mut self) {
-        // An answer nobody takes goes here, its drop's panic (or its panic payload's) kept from
-        // the task that let go: a task's drop aborts the process on smol when it panics.
-        if let CallState::Sent(reply) = &self.state {
-            if let Some(outcome) = reply.take_answer() {
-                crate::unwind::drop_caught(outcome);
-            }
-        }
-    }
-}
-
 impl<R> fmt::Debug for Call<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Call").finish_non_exhaustive()

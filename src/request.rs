@@ -11,6 +11,7 @@ use std::task::{Context, Poll};
 
 use crate::core::Core;
 use crate::kept::{self, Forget};
+use crate::unwind::DropCaught;
 use crate::{Completions, Error, WaitKey};
 
 /// Names one request ([`LoopHandle::request`](crate::LoopHandle::request)) among those of its
@@ -77,8 +78,10 @@ impl RequestId {
 
 /// How a request was answered.
 pub(crate) enum Answer<V> {
-    /// Completed with a value.
-    Value(V),
+    /// Completed with a value; dropped with its panic caught wherever nobody takes it (its wait
+    /// gave up: the value goes with the request's own table, as the completer lets go of it in
+    /// `run_once` or on a library's thread).
+    Value(DropCaught<V>),
     /// Its completer was dropped unused, or the pump closed.
     Failed(Error),
     /// Its `start` panicked: resumed in the task awaiting the request.
@@ -166,7 +169,8 @@ impl<V> Completer<V> {
     pub fn complete(mut self, value: V) {
         self.answered = true;
         // A panic of its `start`, recorded first, stays the request's answer.
-        if let Some(refused) = self.table.complete_first((), Answer::Value(value)) {
+        let value = Answer::Value(DropCaught::new(value));
+        if let Some(refused) = self.table.complete_first((), value) {
             crate::unwind::drop_caught(refused);
         }
     }
@@ -307,7 +311,7 @@ impl<V: Send + 'static> Future for Request<V> {
         Pin::new(&mut self.wait)
             .poll(cx)
             .map(|outcome| match outcome {
-                Ok(Answer::Value(value)) => Ok(value),
+                Ok(Answer::Value(value)) => Ok(value.into_inner()),
                 Ok(Answer::Failed(why)) | Err(why) => Err(why),
                 Ok(Answer::Panicked(panic)) => resume_unwind(panic),
             })

@@ -1188,3 +1188,31 @@ fn an_answered_call_dropped_unpolled_drops_its_value_with_its_panic_caught() {
         drop(pump);
     });
 }
+
+/// A pump-evaluated wait whose check ended it with a value whose drop panics, dropped without
+/// being polled again (its task cancelled): the value is dropped with its panic caught, not let
+/// out of the wait's drop (on smol a task's drop must not panic). Found by review of the fix
+/// above.
+#[test]
+fn a_value_a_check_found_for_a_wait_dropped_unpolled_is_dropped_with_its_panic_caught() {
+    common::Rt::Thread.block_on(async {
+        let pump = common::Rt::Thread.pump_with(Pump::builder(), || {});
+        let (found, dropped) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let (finding, bombs) = (found.clone(), dropped.clone());
+        let mut wait =
+            Box::pin(pump.wait_for(move || finding.load(SeqCst).then(|| Bomb(bombs.clone()))));
+        assert!(futures_lite::future::poll_once(wait.as_mut())
+            .await
+            .is_none());
+        found.store(true, SeqCst);
+        // The next round's checks are done once it returns: the value waits in the wait.
+        within("a turn", pump.turn()).await.expect("a turn");
+        assert!(!dropped.load(SeqCst), "found, not dropped yet");
+        let dropping = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(wait)));
+        assert!(dropping.is_ok(), "the panic came out of the wait's drop");
+        assert!(dropped.load(SeqCst), "the value was dropped");
+    });
+}

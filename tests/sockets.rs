@@ -523,9 +523,21 @@ fn pumps_that_share_a_set_given_to_run_on_readable_each_run_for_readiness() {
     };
     let runs = [Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0))];
     let pumps = [pump(&runs[0]), pump(&runs[1])];
-    // Both drivers asleep by now, waiting for readiness (nothing tells when).
-    std::thread::sleep(Duration::from_millis(50));
-    let before = [runs[0].load(SeqCst), runs[1].load(SeqCst)];
+    let counts = || [runs[0].load(SeqCst), runs[1].load(SeqCst)];
+    // Each pump's first run made, and both quiet — asleep, waiting for readiness, with nothing
+    // else to run for (no tick, no deadline): the runs counted from here are readiness's.
+    let start = Instant::now();
+    let before = loop {
+        let seen = counts();
+        std::thread::sleep(Duration::from_millis(50));
+        if seen.iter().all(|&n| n > 0) && counts() == seen {
+            break seen;
+        }
+        assert!(
+            start.elapsed() < HANG,
+            "the pumps never went quiet: {seen:?}"
+        );
+    };
     // Left unread: level-triggered, the socket stays ready.
     peer.write_all(b"x").expect("write");
     let start = Instant::now();
@@ -533,7 +545,7 @@ fn pumps_that_share_a_set_given_to_run_on_readable_each_run_for_readiness() {
         assert!(
             start.elapsed() < HANG,
             "a pump sharing the set made no run for readiness: runs {before:?} before, {:?} after",
-            [runs[0].load(SeqCst), runs[1].load(SeqCst)]
+            counts()
         );
         std::thread::sleep(Duration::from_millis(1));
     }

@@ -53,7 +53,8 @@ impl Drop for Turn<'_> {
 #[derive(Default)]
 struct Found_ {
     reports: Vec<(u64, Found)>,
-    wakers: Vec<Waker>,
+    /// By trigger ([`poll_found`](Port::poll_found)'s `trigger`), one each.
+    wakers: Vec<(u64, Waker)>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -222,7 +223,7 @@ impl Port {
             found.reports.extend(reports);
             std::mem::take(&mut found.wakers)
         };
-        for waker in wakers {
+        for (_, waker) in wakers {
             waker.wake();
         }
     }
@@ -236,18 +237,30 @@ impl Port {
         self.turn.notify_all();
     }
 
-    /// Ready once a sleep found reports that no run took yet.
-    pub(crate) fn poll_found(&self, cx: &mut Context<'_>) -> Poll<()> {
+    /// Ready once a sleep found reports that no run took yet; else the waker of `trigger`'s
+    /// driver is kept (in place of the one it kept before) until the next find.
+    pub(crate) fn poll_found(&self, trigger: u64, cx: &mut Context<'_>) -> Poll<()> {
         let mut found = lock(&self.found);
-        if found.reports.is_empty() {
-            // One per driver: a driver polls again with the waker it stored, or one that wakes
-            // the same task. A driver gone since is dropped at the next find.
-            if !found.wakers.iter().any(|w| w.will_wake(cx.waker())) {
-                found.wakers.push(cx.waker().clone());
-            }
-            return Poll::Pending;
+        if !found.reports.is_empty() {
+            return Poll::Ready(());
         }
-        Poll::Ready(())
+        match found.wakers.iter_mut().find(|(id, _)| *id == trigger) {
+            Some((_, waker)) if waker.will_wake(cx.waker()) => {}
+            Some((_, waker)) => *waker = cx.waker().clone(),
+            None => found.wakers.push((trigger, cx.waker().clone())),
+        }
+        Poll::Pending
+    }
+
+    /// `trigger` is gone: its driver's waker, if kept, goes (so a set outliving many pumps
+    /// keeps no waker of theirs).
+    pub(crate) fn forget_waker(&self, trigger: u64) {
+        let forgotten = {
+            let mut found = lock(&self.found);
+            let at = found.wakers.iter().position(|(id, _)| *id == trigger);
+            at.map(|at| found.wakers.swap_remove(at))
+        };
+        drop(forgotten);
     }
 
     /// What the thread of [`run_on_readable`](crate::Builder::run_on_readable) does until

@@ -8,7 +8,7 @@ use std::fmt;
 use std::future::{poll_fn, Future};
 use std::io;
 use std::pin::pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::JoinHandle;
@@ -20,6 +20,8 @@ use crate::Error;
 /// The readiness of a set, for the pump's driver.
 pub(crate) struct Trigger {
     port: Arc<Port>,
+    /// Tells this trigger's driver's waker from the others' on a shared port.
+    id: u64,
     /// The thread that sleeps on the port (a set given to `run_on_readable`); none for a loop's
     /// own set, whose thread sleeps there itself ([`block_on`]).
     _sleeper: Option<Sleeper>,
@@ -64,12 +66,25 @@ impl TriggerSet {
             .map_err(|err| Error::Trigger(err.kind()))?;
         Ok(Trigger {
             port: port.clone(),
+            id: next_id(),
             _sleeper: Some(Sleeper {
                 stop,
                 port: port.clone(),
                 thread: Some(thread),
             }),
         })
+    }
+}
+
+/// A trigger's id, never used before in this process.
+fn next_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+impl Drop for Trigger {
+    fn drop(&mut self) {
+        self.port.forget_waker(self.id);
     }
 }
 
@@ -83,6 +98,7 @@ impl Trigger {
     pub(crate) fn of(set: &Descriptors) -> Trigger {
         Trigger {
             port: set.port(),
+            id: next_id(),
             _sleeper: None,
         }
     }
@@ -117,7 +133,8 @@ impl Watch<'_> {
 
     /// Waits until a sleep on the port found registrations ready.
     pub(crate) async fn readable(&self) -> Result<(), io::ErrorKind> {
-        poll_fn(|cx| self.trigger.port.poll_found(cx)).await;
+        let trigger = self.trigger;
+        poll_fn(|cx| trigger.port.poll_found(trigger.id, cx)).await;
         Ok(())
     }
 }

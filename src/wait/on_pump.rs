@@ -3,7 +3,7 @@
 
 use std::any::Any;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 use std::task::{Context, Poll, Waker};
 
 use super::{Check, Wait};
@@ -30,6 +30,22 @@ enum Outcome<T> {
 struct Node<T> {
     mark: Mark,
     outcome: Mutex<Outcome<T>>,
+}
+
+impl<T> Drop for Node<T> {
+    /// What the check found and nobody took goes with the node, wherever its last holder lets
+    /// go — a wait dropped unpolled after its check ended it (a task cancelled: on smol a task's
+    /// drop must not panic), or the pump dropping the entry — with its panic caught.
+    fn drop(&mut self) {
+        let outcome = self
+            .outcome
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        let outcome = std::mem::replace(outcome, Outcome::Taken);
+        if matches!(outcome, Outcome::Ready(_) | Outcome::CheckPanicked(_)) {
+            drop_caught(outcome);
+        }
+    }
 }
 
 impl<T> Node<T> {
