@@ -200,6 +200,11 @@ impl Builder {
     /// consume what made it readable. The interval timer keeps running as a fallback; make it
     /// long (100 ms) or `Duration::MAX` to turn only on readiness, kicks and turns.
     ///
+    /// A [`Descriptors`](crate::Descriptors) set may be given to several pumps, each of which
+    /// runs for what is ready. On Linux each adds two nested epoll watches of the set, and the
+    /// kernel limits how many may reach one epoll instance: about 50 pumps on one set (the 51st
+    /// was refused in a probe); past that `build` returns [`Error::Trigger`].
+    ///
     /// On Windows it takes a [`Descriptors`](crate::Descriptors) set (sockets): see
     /// [`run_on_readable`](Builder::run_on_readable) there. For a library that signals work
     /// some other way there, call [`Pump::kick`] from wherever it does (a callback, a thread

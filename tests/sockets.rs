@@ -494,6 +494,31 @@ fn a_peer_that_shuts_its_writing_side_is_readable_and_a_hang_up_where_told() {
     assert_eq!(ready.is_hangup(), told, "{ready:?}");
 }
 
+/// A socket watched for writing by one registration and for reading by another, its send
+/// buffer full: when the peer shuts its writing side, the reader is told (end of stream, a
+/// hang-up on epoll) and the writer is handed nothing — it asked nothing of that. On epoll the
+/// reader's `EPOLLRDHUP` reached the writer as a hang-up with nothing else set, while the same
+/// writer alone got no report (found by a hostile probe; `polling` never did this).
+#[test]
+fn a_writer_is_not_handed_the_peers_shut_writing_side_that_a_sibling_reader_asked_for() {
+    let (mut socket, peer) = tcp_pair();
+    let chunk = vec![0u8; 64 * 1024];
+    while socket.write(&chunk).is_ok() {} // the send buffer full: not writable
+    let set = Descriptors::new().expect("a set");
+    set.watch(raw(&socket), Interest::WRITABLE, 2)
+        .expect("watch");
+    set.watch(raw(&socket), Interest::READABLE, 1)
+        .expect("watch");
+    peer.shutdown(std::net::Shutdown::Write).expect("shutdown");
+    let reader = ready_until(&set, "the peer's shutdown", |r| r.token() == 1);
+    assert!(reader.is_readable(), "{reader:?}");
+    let reports: Vec<Ready> = (0..5).flat_map(|_| set.ready()).collect();
+    assert!(
+        reports.iter().all(|r| r.token() != 2),
+        "the writer was handed {reports:?}"
+    );
+}
+
 /// One set given to `run_on_readable` of several pumps: each pump runs for what is ready, as
 /// with one pump. On Windows the port kept one waker, the last driver's to look: readiness then
 /// woke one of the pumps only, and the other waited for a kick (found by the Windows probe of

@@ -29,11 +29,19 @@ impl Outer {
         Ok((outer, instance))
     }
 
-    /// Holds `new` in place of `old`.
+    /// Holds `new` in place of `old`; if the kernel refuses `new`, still `old`.
+    ///
+    /// Out before in: held both at once, the two would count twice against the kernel's limit
+    /// of wake-up paths through nested epoll instances (each pump given the set adds its own),
+    /// and with a few dozen pumps the add failed (`EINVAL`), leaving the old instance with its
+    /// closed descriptor's entry always ready: every pump spun. Nothing ready is missed in
+    /// between: `new` is level-triggered, and adding it wakes whoever waits on the outer one.
     pub(super) fn swap(&self, old: &Instance, new: &Instance) -> io::Result<()> {
-        epoll::add(&self.0, &new.0, EventData::new_u64(0), EventFlags::IN)?;
         let _ = epoll::delete(&self.0, &old.0);
-        Ok(())
+        epoll::add(&self.0, &new.0, EventData::new_u64(0), EventFlags::IN).map_err(|err| {
+            let _ = epoll::add(&self.0, &old.0, EventData::new_u64(0), EventFlags::IN);
+            io::Error::from(err)
+        })
     }
 }
 
@@ -125,7 +133,8 @@ impl Instance {
                         .intersects(EventFlags::IN | EventFlags::RDHUP | EventFlags::HUP),
                     writable: flags.contains(EventFlags::OUT),
                     error: flags.contains(EventFlags::ERR),
-                    hangup: flags.intersects(EventFlags::HUP | EventFlags::RDHUP),
+                    hangup: flags.contains(EventFlags::HUP),
+                    read_hangup: flags.contains(EventFlags::RDHUP),
                     // epoll's bits are poll(2)'s (`EPOLLIN` is `POLLIN`, …).
                     revents: (flags & POLL_BITS).bits() as std::ffi::c_short,
                 },

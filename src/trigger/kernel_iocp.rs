@@ -93,6 +93,7 @@ fn report(event: &Event) -> Found {
         writable: event.writable,
         error: event.is_err().unwrap_or(false) || reset,
         hangup: reset,
+        read_hangup: false,
     }
 }
 

@@ -54,11 +54,14 @@ impl Outer {
         }
     }
 
-    /// Holds `new` in place of `old`.
+    /// Holds `new` in place of `old`; if the kernel refuses `new`, still `old`.
     pub(super) fn swap(&self, old: &Instance, new: &Instance) -> io::Result<()> {
-        self.hold(new)?;
+        // Out before in, as on epoll (`kernel_epoll.rs`, `Outer::swap`): both held at once
+        // count twice against the kernel's limit of nested wake-up paths.
         let _ = self.0.delete(old.0.as_fd());
-        Ok(())
+        self.hold(new).inspect_err(|_| {
+            let _ = self.hold(old);
+        })
     }
 }
 
@@ -162,6 +165,7 @@ impl Instance {
                     writable: event.writable,
                     error: event.is_err().unwrap_or(false),
                     hangup: event.is_interrupt(),
+                    read_hangup: false,
                     revents: poll_revents(&event),
                 },
             );

@@ -152,8 +152,10 @@ pub(crate) struct Found {
     pub(crate) readable: bool,
     pub(crate) writable: bool,
     pub(crate) error: bool,
-    /// Hung up: the peer's writing side, or the whole connection.
+    /// Hung up: the whole connection (poll(2)'s `POLLHUP`, reported to any interest).
     pub(crate) hangup: bool,
+    /// The peer shut its writing side (`EPOLLRDHUP`): a hang-up for a reader only.
+    pub(crate) read_hangup: bool,
     /// What poll(2) would have set in `revents`, asked for both directions (epoll reports in
     /// its bits; kqueue and event ports as far as `polling` tells).
     #[cfg(unix)]
@@ -161,13 +163,17 @@ pub(crate) struct Found {
 }
 
 impl Found {
-    /// What of it `interest` hands a registration (errors and hang-ups to any interest).
+    /// What of it `interest` hands a registration: errors and hang-ups of the whole connection
+    /// to any interest, as poll(2) does, the peer's shut writing side to a reader only (a writer
+    /// asked nothing of it: a socket watched for writing by one registration and for reading by
+    /// another would otherwise hand the writer a report of nothing it can use).
     pub(crate) fn for_interest(self, interest: Interest) -> Option<Found> {
         let found = Found {
             readable: self.readable && interest.is_readable(),
             writable: self.writable && interest.is_writable(),
             error: self.error,
-            hangup: self.hangup,
+            hangup: self.hangup || (self.read_hangup && interest.is_readable()),
+            read_hangup: false,
             #[cfg(unix)]
             revents: self.revents & !unasked_poll_bits(interest),
         };
@@ -208,8 +214,9 @@ impl Ready {
         self.found.error
     }
 
-    /// The peer hung up: its writing side (`EPOLLRDHUP`) or the whole connection (`EPOLLHUP`).
-    /// What was sent before is still there to read. Through `polling` less is told: on Linux
+    /// The peer hung up: its writing side (`EPOLLRDHUP`, told to a registration that reads) or
+    /// the whole connection (`EPOLLHUP`, told to any). What was sent before is still there to
+    /// read. Through `polling` less is told: on Linux
     /// (the `ffi_pump_polling` build) only a connection closed both ways, on Windows only a reset
     /// one (AFD's abort, an [error](Self::is_error) too), on kqueue and event ports nothing — a
     /// hang-up shows as readiness there (on Windows a peer's orderly close, of its writing side
