@@ -202,8 +202,10 @@ impl Builder {
     ///
     /// A [`Descriptors`](crate::Descriptors) set may be given to several pumps, each of which
     /// runs for what is ready. On Linux each adds two nested epoll watches of the set, and the
-    /// kernel limits how many may reach one epoll instance: about 50 pumps on one set (the 51st
-    /// was refused in a probe); past that `build` returns [`Error::Trigger`].
+    /// kernel limits the wake-up paths from a watched descriptor through them: 50 pumps on one
+    /// set that watches something (the 51st `build` returns [`Error::Trigger`]), and a
+    /// [`watch`](crate::Descriptors::watch) that would pass the limit is refused
+    /// (`InvalidInput`).
     ///
     /// On Windows it takes a [`Descriptors`](crate::Descriptors) set (sockets): see
     /// [`run_on_readable`](Builder::run_on_readable) there. For a library that signals work
