@@ -513,8 +513,9 @@ fn a_writer_is_not_handed_the_peers_shut_writing_side_that_a_sibling_reader_aske
     let reader = ready_until(&set, "the peer's shutdown", |r| r.token() == 1);
     assert!(reader.is_readable(), "{reader:?}");
     let reports: Vec<Ready> = (0..5).flat_map(|_| set.ready()).collect();
+    // (Writable it may become, if the peer reads meanwhile: that is the writer's.)
     assert!(
-        reports.iter().all(|r| r.token() != 2),
+        reports.iter().all(|r| r.token() != 2 || r.is_writable()),
         "the writer was handed {reports:?}"
     );
 }

@@ -29,19 +29,12 @@ impl Outer {
         Ok((outer, instance))
     }
 
-    /// Holds `new` in place of `old`; if the kernel refuses `new`, still `old`.
-    ///
-    /// Out before in: held both at once, the two would count twice against the kernel's limit
-    /// of wake-up paths through nested epoll instances (each pump given the set adds its own),
-    /// and with a few dozen pumps the add failed (`EINVAL`), leaving the old instance with its
-    /// closed descriptor's entry always ready: every pump spun. Nothing ready is missed in
-    /// between: `new` is level-triggered, and adding it wakes whoever waits on the outer one.
+    /// Holds `new` in place of `old`: in first, so the outer one never holds nothing (a pump
+    /// made meanwhile would then find room under the kernel's nesting limits that `new` needs).
     pub(super) fn swap(&self, old: &Instance, new: &Instance) -> io::Result<()> {
+        epoll::add(&self.0, &new.0, EventData::new_u64(0), EventFlags::IN)?;
         let _ = epoll::delete(&self.0, &old.0);
-        epoll::add(&self.0, &new.0, EventData::new_u64(0), EventFlags::IN).map_err(|err| {
-            let _ = epoll::add(&self.0, &old.0, EventData::new_u64(0), EventFlags::IN);
-            io::Error::from(err)
-        })
+        Ok(())
     }
 }
 

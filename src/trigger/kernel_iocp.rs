@@ -171,6 +171,7 @@ impl Instance {
                 merged.writable |= more.writable;
                 merged.error |= more.error;
                 merged.hangup |= more.hangup;
+                merged.read_hangup |= more.read_hangup;
             }
             found(key, merged);
         }

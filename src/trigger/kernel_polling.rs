@@ -54,14 +54,11 @@ impl Outer {
         }
     }
 
-    /// Holds `new` in place of `old`; if the kernel refuses `new`, still `old`.
+    /// Holds `new` in place of `old`: in first, as on epoll (`kernel_epoll.rs`).
     pub(super) fn swap(&self, old: &Instance, new: &Instance) -> io::Result<()> {
-        // Out before in, as on epoll (`kernel_epoll.rs`, `Outer::swap`): both held at once
-        // count twice against the kernel's limit of nested wake-up paths.
+        self.hold(new)?;
         let _ = self.0.delete(old.0.as_fd());
-        self.hold(new).inspect_err(|_| {
-            let _ = self.hold(old);
-        })
+        Ok(())
     }
 }
 

@@ -603,13 +603,13 @@ impl Descriptors {
         for fd in gone {
             table.let_go(fd);
         }
-        let mut closed_meanwhile = Vec::new();
+        let (mut moved, mut closed_meanwhile) = (Vec::new(), Vec::new());
         for (&fd, watched) in &table.fds {
             if watched.asked.is_empty() {
                 continue;
             }
             match instance.control(true, fd, watched.key, watched.asked) {
-                Ok(()) => {}
+                Ok(()) => moved.push(fd),
                 // Closed since the look above: let go of, as there.
                 Err(err) if names_another_file(&err) => closed_meanwhile.push(fd),
                 // Refused for good (out of watches, past the kernel's nesting limits): left out,
@@ -620,7 +620,22 @@ impl Descriptors {
         for fd in closed_meanwhile {
             table.let_go(fd);
         }
-        self.inner.outer.swap(&table.instance, &instance)?;
+        // Out of the old instance before the new one joins the outer one: in both at once, each
+        // moved descriptor would count twice against the kernel's limit of wake-up paths through
+        // nested epoll instances (each pump given the set adds its own), and with a few dozen
+        // pumps the kernel refused the new one (`EINVAL`), leaving the old one with its
+        // leftover always ready: every pump spun. Level-triggered, nothing ready is missed.
+        for &fd in &moved {
+            table.instance.delete(fd);
+        }
+        if let Err(err) = self.inner.outer.swap(&table.instance, &instance) {
+            // Back where they were, for the next try.
+            for &fd in &moved {
+                let watched = &table.fds[&fd];
+                let _ = (table.instance).control(true, fd, watched.key, watched.asked);
+            }
+            return Err(err);
+        }
         table.instance = instance;
         // Nothing of the old instance is left to come back.
         table.suspect.clear();
