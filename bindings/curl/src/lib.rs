@@ -226,7 +226,8 @@ impl Transfers {
             // curl's own next timeout, but no later than `POLL` while transfers are open.
             _ => (self.multi.get_timeout().ok().flatten()).map_or(POLL, |t| t.min(POLL)),
         };
-        Some(Instant::now() + wait)
+        // A period past the clock's range never comes.
+        Instant::now().checked_add(wait)
     }
 
     /// Completes every transfer curl reported finished.

@@ -250,3 +250,22 @@ fn while_every_transfer_waits_on_the_server_curl_is_not_run() {
         }
     });
 }
+
+/// Found by a hostile probe of the bindings: `Schedule::Every(Duration::MAX)` added the period
+/// to the clock and the loop's thread panicked (overflow), closing the client's pump for good.
+/// Such a period never comes: a transfer left to it times out, and the client goes on.
+#[test]
+fn a_period_past_the_clocks_range_never_comes_and_breaks_nothing() {
+    let addr = serve().expect("local server");
+    let client = Client::with_schedule(Schedule::Every(Duration::MAX)).expect("client");
+    let url = format!("http://{addr}/size/10/delay/0");
+    let outcome = smol::block_on(client.get(&url, Duration::from_millis(200)));
+    assert!(
+        matches!(outcome, Err(GetError::Pump(Error::TimedOut)) | Ok(_)),
+        "{outcome:?}"
+    );
+    assert!(
+        !client.pump().stats().panicked,
+        "the loop's thread panicked"
+    );
+}

@@ -222,12 +222,20 @@ impl Sources {
     }
 
     /// How often source `id` fired.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `id` is out of range.
     pub fn fires(&self, id: u32) -> u32 {
         self.fires[id as usize].load(Ordering::SeqCst)
     }
 
     /// What the I/O watch `id` was last dispatched for, as GLib's poll would have said it
     /// (`G_IO_IN`, and `G_IO_HUP` only for a connection closed both ways).
+    ///
+    /// # Panics
+    ///
+    /// Panics if `id` is out of range.
     pub fn condition(&self, id: u32) -> IOCondition {
         IOCondition::from_bits_truncate(self.conditions[id as usize].load(Ordering::SeqCst))
     }

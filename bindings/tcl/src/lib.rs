@@ -218,7 +218,8 @@ impl Interp {
                 Ok(wait) if wait > 0 => Some(Instant::now() + Duration::from_micros(wait)),
                 _ => Some(Instant::now() + Duration::from_millis(1)),
             },
-            Schedule::Every(period) => Some(Instant::now() + period),
+            // A period past the clock's range never comes.
+            Schedule::Every(period) => Instant::now().checked_add(period),
         }
     }
 }
@@ -258,6 +259,15 @@ fn from_tcl(tcl: &CStr) -> String {
                 let c = char::from_u32(code).unwrap_or(char::REPLACEMENT_CHARACTER);
                 utf8.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
                 at += 6;
+            }
+            // A lone surrogate, which UTF-8 cannot hold: one replacement character for it.
+            [0xED, 0xA0..=0xBF, 0x80..=0xBF, ..] => {
+                utf8.extend_from_slice(
+                    char::REPLACEMENT_CHARACTER
+                        .encode_utf8(&mut [0; 4])
+                        .as_bytes(),
+                );
+                at += 3;
             }
             [byte, ..] => {
                 utf8.push(*byte);

@@ -131,3 +131,28 @@ fn eval_hands_back_what_tcl_holds() {
         assert_eq!(eval("set a \"\0b\"").await, "\0b");
     });
 }
+
+/// Found by a hostile probe of the bindings: a lone surrogate (which UTF-8 cannot hold) came back
+/// as three replacement characters, one per byte of Tcl's form of it, where it is one character.
+#[test]
+fn a_lone_surrogate_comes_back_as_one_replacement_character() {
+    let tcl = Tcl::new(Schedule::Deadlines).expect("pump thread");
+    let result = smol::block_on(tcl.eval("set x \"a\\uD800b\""));
+    assert_eq!(result, Ok(Ok("a\u{FFFD}b".to_string())));
+}
+
+/// Found by the same probe: `Schedule::Every(Duration::MAX)` added the period to the clock and
+/// the loop's thread panicked (overflow), closing the interpreter's pump for good. Such a period
+/// never comes: a sleep times out, and the interpreter goes on.
+#[test]
+fn a_period_past_the_clocks_range_never_comes_and_breaks_nothing() {
+    let tcl = Tcl::new(Schedule::Every(Duration::MAX)).expect("pump thread");
+    smol::block_on(async {
+        let slept = tcl
+            .sleep(Duration::from_millis(5), Duration::from_millis(100))
+            .await;
+        assert_eq!(slept, Err(Error::TimedOut));
+        assert_eq!(tcl.eval("expr {1 + 1}").await, Ok(Ok("2".to_string())));
+        assert!(!tcl.pump().stats().panicked);
+    });
+}
