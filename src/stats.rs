@@ -42,7 +42,9 @@ pub struct Stats {
     pub late_ticks: u64,
     /// Kicks on an open pump: calls to [`Pump::kick`](crate::Pump::kick) and
     /// [`Kicker::kick`](crate::Kicker::kick), and those a [`LoopHandle`](crate::LoopHandle)'s
-    /// calls, posts and cancels make to wake the loop's thread.
+    /// calls, posts and cancels make to wake the loop's thread — and a
+    /// [`turn`](crate::Pump::turn) of a loop on its own thread, which asks that thread for its
+    /// run the same way.
     pub kicks: u64,
     /// Whether `run_once` has panicked (the pump is then also closed), or the `Drop` of the
     /// loop's state or of what `run_once` captured did.

@@ -16,7 +16,8 @@
 //! waits for the evaluator to leave it ([`Registry::wait_out`]): a few checks. One fence per
 //! block of checks instead of a lock per check, and while nobody gives up, the pass touches only
 //! the checks themselves. The pump drops a cancelled entry when it next meets it, or when it goes
-//! idle. User code other than the checks (the drop of what a check captured) never runs under
+//! idle, or once [`SWEEP_AT`] or more of them outnumber the live waits (the wait that gives up
+//! then takes them out, if no pass holds the slab). User code other than the checks (the drop of what a check captured) never runs under
 //! these locks.
 
 mod column;
@@ -159,6 +160,10 @@ pub(crate) struct Left {
     /// Entries of the round not seen yet (or not known: the arrivals came first).
     pub(crate) round: bool,
 }
+
+/// Entries of waits that gave up, not yet taken out, past which the wait that gives up takes
+/// them out itself ([`Registry::sweep_if_many_gave_up`]).
+pub(crate) const SWEEP_AT: usize = 1024;
 
 /// Keys per announced block: a cancelling wait may wait for up to this many checks.
 const BLOCK: usize = 64;
@@ -750,8 +755,27 @@ impl Registry {
     /// it, and a wait that counted itself just after the driver found the pump idle, while
     /// another check held the lock, would then wait for a run a hinted pump may never make.
     pub(crate) fn sweep(&self) {
+        self.sweep_held(lock(&self.slab));
+    }
+
+    /// Takes out the entries of waits that gave up once they are [`SWEEP_AT`] or more and
+    /// outnumber the `pending` waits, if the slab is free (a pass under way takes them out
+    /// itself): for a wait that just gave up. A pump that makes no run for a while (a loop that
+    /// says nothing is due, one wait keeping it from going idle) would otherwise keep every
+    /// given-up check, and what it captured, until its next run. Counted against the live
+    /// waits, a sweep's walk costs at most about two entries per wait that gave up.
+    pub(crate) fn sweep_if_many_gave_up(&self, pending: usize) {
+        let marked = self.marked.load(Relaxed);
+        if marked < SWEEP_AT || marked < pending {
+            return;
+        }
+        if let Some(slab) = try_lock(&self.slab) {
+            self.sweep_held(slab);
+        }
+    }
+
+    fn sweep_held(&self, mut slab: MutexGuard<'_, Slab>) {
         let mut removed = Vec::new();
-        let mut slab = lock(&self.slab);
         let swept = slab.columns.iter_mut().map(|c| c.sweep()).sum();
         slab.take_removed(&mut removed);
         drop(slab);

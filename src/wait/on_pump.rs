@@ -250,7 +250,7 @@ impl<C, T> OnPump<C, T> {
     /// entries, so the wait waits for that pass (not from inside one of its checks) and takes
     /// the outcome.
     fn give_up(&mut self, keep_outcome: bool) -> Option<Outcome<T>> {
-        let mut ended = None;
+        let (mut ended, withdrew) = (None, matches!(self.state, State::Registered(_)));
         if let State::Registered(node) = &self.state {
             let inside = reentry::is_inside(self.core.id());
             self.core.registry.withdraw(&node.mark, inside);
@@ -265,6 +265,10 @@ impl<C, T> OnPump<C, T> {
             }
         }
         self.leave_registered();
+        if withdrew {
+            let pending = self.core.demand.pending();
+            self.core.registry.sweep_if_many_gave_up(pending);
+        }
         ended
     }
 
