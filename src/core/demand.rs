@@ -12,12 +12,15 @@ const KICKED: usize = 1;
 /// [`Demand::state`]: checks were cut short by their budget (a round's, or the arrivals') and go
 /// on, with no run.
 const CHECKS: usize = 1 << 1;
+/// [`Demand::state`]: enough waits gave up for a sweep of the registry (see
+/// [`Registry::sweep_due`](crate::registry::Registry::sweep_due)).
+const SWEEP: usize = 1 << 2;
 /// [`Demand::state`]: one pending wait.
-const WAIT: usize = 1 << 2;
+const WAIT: usize = 1 << 3;
 
 /// What the driver serves.
 ///
-/// `state` is `pending waits << 2 | CHECKS | KICKED`, so "is the pump idle?" is one load compared
+/// `state` is `pending waits << 3 | SWEEP | CHECKS | KICKED`, so "is the pump idle?" is one load compared
 /// with zero, and no reader can see the count and the bits from two different moments. A wait adds
 /// itself before the pump can see it ([`Pending`](crate::wait::Pending)), so a driver that finds
 /// the pump idle never sweeps away a wait that is about to register. The kick bit is set by
@@ -84,9 +87,23 @@ impl Demand {
         self.state.fetch_and(!CHECKS, SeqCst) & CHECKS != 0
     }
 
-    /// Whether a kick or the rest of some checks waits for the driver.
+    /// Asks the driver to take the given-up waits' entries out of the registry, between its
+    /// runs: their checks hold what they captured, which a wait's drop must not drop (it would
+    /// run other waits' `Drop` code wherever a task happened to give up).
+    pub(crate) fn sweep(&self) {
+        if self.state.fetch_or(SWEEP, SeqCst) & SWEEP == 0 {
+            self.wake.notify(usize::MAX);
+        }
+    }
+
+    /// Takes the request to sweep, if there is one: the caller sweeps.
+    pub(crate) fn take_sweep(&self) -> bool {
+        self.state.fetch_and(!SWEEP, SeqCst) & SWEEP != 0
+    }
+
+    /// Whether a kick, a sweep or the rest of some checks waits for the driver.
     pub(crate) fn has_work(&self) -> bool {
-        self.state.load(SeqCst) & (KICKED | CHECKS) != 0
+        self.state.load(SeqCst) & (KICKED | CHECKS | SWEEP) != 0
     }
 
     /// Whether the driver may sleep until woken: nobody waits, nobody kicked, no checks left.

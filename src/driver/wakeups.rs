@@ -126,6 +126,10 @@ impl<'a> Wakeups<'a> {
             if !self.owes_yield && core.demand.take_checks() {
                 return Step::Check;
             }
+            if core.demand.take_sweep() {
+                core.registry.sweep();
+                continue;
+            }
             if core.demand.has_work() {
                 self.pay_yield().await;
                 continue;

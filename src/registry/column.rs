@@ -290,11 +290,18 @@ impl<E: Evaluate> Column for Typed<E> {
 
     fn sweep(&mut self) -> usize {
         let mut swept = 0;
-        for key in 0..self.entries.len() {
-            if self.entries[key].as_ref().is_some_and(E::is_cancelled) {
-                let entry = self.remove(key);
-                self.removed.extend(entry);
-                swept += 1;
+        // The occupied slots only: the slots a burst of finished waits left empty cost a word
+        // per block.
+        for block in 0..self.occupied.len() {
+            let mut bits = self.occupied[block];
+            while bits != 0 {
+                let key = block * super::BLOCK + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                if self.entries[key].as_ref().is_some_and(E::is_cancelled) {
+                    let entry = self.remove(key);
+                    self.removed.extend(entry);
+                    swept += 1;
+                }
             }
         }
         self.shrink_if_empty();

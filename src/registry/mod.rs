@@ -17,7 +17,7 @@
 //! block of checks instead of a lock per check, and while nobody gives up, the pass touches only
 //! the checks themselves. The pump drops a cancelled entry when it next meets it, or when it goes
 //! idle, or once [`SWEEP_AT`] or more of them outnumber the live waits (the wait that gives up
-//! then takes them out, if no pass holds the slab). User code other than the checks (the drop of what a check captured) never runs under
+//! then asks the driver to take them out). User code other than the checks (the drop of what a check captured) never runs under
 //! these locks.
 
 mod column;
@@ -161,8 +161,8 @@ pub(crate) struct Left {
     pub(crate) round: bool,
 }
 
-/// Entries of waits that gave up, not yet taken out, past which the wait that gives up takes
-/// them out itself ([`Registry::sweep_if_many_gave_up`]).
+/// Entries of waits that gave up, not yet taken out, past which the driver takes them out
+/// ([`Registry::sweep_due`]).
 pub(crate) const SWEEP_AT: usize = 1024;
 
 /// Keys per announced block: a cancelling wait may wait for up to this many checks.
@@ -434,6 +434,9 @@ pub(crate) struct Registry {
     /// Entries marked cancelled and not yet removed (at least: a wait counts itself before it
     /// marks its entry).
     marked: AtomicUsize,
+    /// [`marked`](Registry::marked) as the last sweep left it: entries among the arrivals,
+    /// which a sweep does not reach ([`Registry::sweep_due`] counts from there).
+    unswept: AtomicUsize,
     /// A wait gave up from inside a check (on the evaluating thread, so this pass's) since the
     /// block was announced: the block's later checks look at their marks too, else a wait in
     /// the same block as the check that dropped it could see its check called once more.
@@ -456,6 +459,7 @@ impl Default for Registry {
             evaluating: AtomicU64::new(NO_BLOCK),
             passes_ended: AtomicU64::new(0),
             marked: AtomicUsize::new(0),
+            unswept: AtomicUsize::new(0),
             withdrawn_inside: AtomicBool::new(false),
             abandoning: AtomicUsize::new(0),
             abandon_ended: event_listener::Event::new(),
@@ -747,39 +751,37 @@ impl Registry {
         }
     }
 
+    /// Whether the entries of waits that gave up call for a sweep: [`SWEEP_AT`] or more marked
+    /// beyond what the last sweep left (those among the arrivals, which only a pass takes out),
+    /// and more than the `pending` waits. For a wait that just gave up, which then asks the
+    /// driver ([`Demand::sweep`](crate::core::Demand::sweep)): a pump that makes no run for a
+    /// while (a loop that says nothing is due, one wait keeping it from going idle) would
+    /// otherwise keep every given-up check, and what it captured, until its next run. Counted
+    /// against the live waits and what the last sweep left, a sweep's walk costs about two
+    /// entries per wait that gave up.
+    pub(crate) fn sweep_due(&self, pending: usize) -> bool {
+        let marked = self.marked.load(Relaxed);
+        let left = self.unswept.load(Relaxed);
+        marked >= left.saturating_add(SWEEP_AT) && marked >= pending
+    }
+
     /// Takes out the entries of waits that gave up: for a pump going idle, which evaluates
-    /// nothing until the next wait.
+    /// nothing until the next wait, and when [`sweep_due`](Registry::sweep_due). The driver's
+    /// (what the checks captured is dropped here, as after a pass).
     ///
     /// Only the slab: an arrival is left where it is, for the holder of the loop lock (or the
     /// wait itself) to evaluate. Admitting it here would clear [`ARRIVED`] without evaluating
     /// it, and a wait that counted itself just after the driver found the pump idle, while
     /// another check held the lock, would then wait for a run a hinted pump may never make.
     pub(crate) fn sweep(&self) {
-        self.sweep_held(lock(&self.slab));
-    }
-
-    /// Takes out the entries of waits that gave up once they are [`SWEEP_AT`] or more and
-    /// outnumber the `pending` waits, if the slab is free (a pass under way takes them out
-    /// itself): for a wait that just gave up. A pump that makes no run for a while (a loop that
-    /// says nothing is due, one wait keeping it from going idle) would otherwise keep every
-    /// given-up check, and what it captured, until its next run. Counted against the live
-    /// waits, a sweep's walk costs at most about two entries per wait that gave up.
-    pub(crate) fn sweep_if_many_gave_up(&self, pending: usize) {
-        let marked = self.marked.load(Relaxed);
-        if marked < SWEEP_AT || marked < pending {
-            return;
-        }
-        if let Some(slab) = try_lock(&self.slab) {
-            self.sweep_held(slab);
-        }
-    }
-
-    fn sweep_held(&self, mut slab: MutexGuard<'_, Slab>) {
         let mut removed = Vec::new();
+        let mut slab = lock(&self.slab);
         let swept = slab.columns.iter_mut().map(|c| c.sweep()).sum();
         slab.take_removed(&mut removed);
         drop(slab);
         self.unmark(swept);
+        // Marked but not in the slab (among the arrivals): a pass takes them out, not a sweep.
+        self.unswept.store(self.marked.load(Relaxed), Relaxed);
         drop_removed(removed);
         // A close that found the slab busy left emptying it to its holder (see `abandon`):
         // this sweep, which holds no loop lock whose guard would look.
@@ -1053,6 +1055,28 @@ mod tests {
         assert!(registry.evaluate(Duration::from_secs(1), &mut Vec::new(), &mut Vec::new()));
         let (_, places) = kept_for_arrivals(&registry);
         assert!(places <= super::SPARE_AT_MOST, "kept {places} places");
+    }
+
+    /// Marks a sweep cannot take out (entries among the arrivals) do not call for the next one:
+    /// only [`super::SWEEP_AT`] more beyond them do (found by review: every wait that gave up
+    /// would have walked the slab again for nothing).
+    #[test]
+    fn a_sweep_is_due_for_marks_beyond_what_the_last_one_left() {
+        let registry = Registry::default();
+        registry.marked.store(2 * super::SWEEP_AT, SeqCst);
+        assert!(registry.sweep_due(0));
+        registry.sweep();
+        assert!(
+            !registry.sweep_due(0),
+            "nothing it could take out came since"
+        );
+        registry.marked.fetch_add(super::SWEEP_AT, SeqCst);
+        assert!(registry.sweep_due(0));
+        assert!(
+            !registry.sweep_due(4 * super::SWEEP_AT),
+            "fewer than the live waits"
+        );
+        registry.marked.store(0, SeqCst);
     }
 
     /// An entry that never finishes, counts its checks, and gives up when told.

@@ -265,9 +265,8 @@ impl<C, T> OnPump<C, T> {
             }
         }
         self.leave_registered();
-        if withdrew {
-            let pending = self.core.demand.pending();
-            self.core.registry.sweep_if_many_gave_up(pending);
+        if withdrew && self.core.registry.sweep_due(self.core.demand.pending()) {
+            self.core.demand.sweep();
         }
         ended
     }
