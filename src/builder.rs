@@ -107,10 +107,10 @@ impl Builder {
     /// calls get their turn), and goes on with the checks not yet seen as soon as it can —
     /// without calling the C loop again. The waits that register while a pass holds the lock (a
     /// burst of them, say) are checked as it is let go, within the same budget, and the rest of
-    /// them the same way; those that register during a run join its round. A [`turn`](crate::Pump::turn) still returns only once its
-    /// round's checks are all done. A zero budget is refused by every `build` method, as is
-    /// a budget for a pump with [`Strategy::Broadcast`], where each wait checks itself and the
-    /// pump evaluates no checks.
+    /// them the same way; those that register during a run join its round. A
+    /// [`turn`](crate::Pump::turn) still returns only once its round's checks are all done. A
+    /// zero budget is refused by every `build` method, as is a budget for a pump with
+    /// [`Strategy::Broadcast`], where each wait checks itself and the pump evaluates no checks.
     ///
     /// # Examples
     ///

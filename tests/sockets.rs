@@ -9,6 +9,8 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{within, HANG};
@@ -494,6 +496,23 @@ fn a_peer_that_shuts_its_writing_side_is_readable_and_a_hang_up_where_told() {
     assert_eq!(ready.is_hangup(), told, "{ready:?}");
 }
 
+/// A pump given `set` to `run_on_readable`, spawned, never idle, whose runs take the set's
+/// reports and count themselves in `runs`: one of several sharing the set.
+fn pump_sharing(set: &Descriptors, runs: &Arc<AtomicUsize>) -> Pump {
+    let (handle, runs) = (set.clone(), runs.clone());
+    let pump = Pump::builder()
+        .idle_stop(false)
+        .run_on_readable(set)
+        .build(move || {
+            runs.fetch_add(1, SeqCst);
+            let _ = handle.ready();
+            None::<Instant>
+        })
+        .expect("a pump");
+    pump.spawn();
+    pump
+}
+
 /// A socket watched for writing by one registration and for reading by another, its send
 /// buffer full: when the peer shuts its writing side, the reader is told (end of stream, a
 /// hang-up on epoll) and the writer is handed nothing — it asked nothing of that. On epoll the
@@ -526,29 +545,16 @@ fn a_writer_is_not_handed_the_peers_shut_writing_side_that_a_sibling_reader_aske
 /// an earlier stop, as a suspicion).
 #[test]
 fn pumps_that_share_a_set_given_to_run_on_readable_each_run_for_readiness() {
-    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-    use std::sync::Arc;
     let (socket, mut peer) = tcp_pair();
     let descriptors = Descriptors::new().expect("a set");
     descriptors
         .watch(raw(&socket), Interest::READABLE, 1)
         .expect("watch");
-    let pump = |runs: &Arc<AtomicUsize>| {
-        let (set, runs) = (descriptors.clone(), runs.clone());
-        let pump = Pump::builder()
-            .idle_stop(false)
-            .run_on_readable(&descriptors)
-            .build(move || {
-                runs.fetch_add(1, SeqCst);
-                let _ = set.ready();
-                None::<Instant>
-            })
-            .expect("a pump");
-        pump.spawn();
-        pump
-    };
     let runs = [Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0))];
-    let pumps = [pump(&runs[0]), pump(&runs[1])];
+    let pumps = [
+        pump_sharing(&descriptors, &runs[0]),
+        pump_sharing(&descriptors, &runs[1]),
+    ];
     let counts = || [runs[0].load(SeqCst), runs[1].load(SeqCst)];
     // Each pump's first run made, and both quiet — asleep, waiting for readiness, with nothing
     // else to run for (no tick, no deadline): the runs counted from here are readiness's.
@@ -592,19 +598,8 @@ fn pumps_that_share_a_set_given_to_run_on_readable_each_close() {
     descriptors
         .watch(raw(&socket), Interest::READABLE, 1)
         .expect("watch");
-    let pump = || {
-        let set = descriptors.clone();
-        let pump = Pump::builder()
-            .idle_stop(false)
-            .run_on_readable(&descriptors)
-            .build(move || {
-                let _ = set.ready();
-                None::<Instant>
-            })
-            .expect("a pump");
-        pump.spawn();
-        pump
-    };
+    let runs = Arc::default();
+    let pump = || pump_sharing(&descriptors, &runs);
     let _staying = [pump(), pump()];
     for _ in 0..50 {
         let closing = pump();

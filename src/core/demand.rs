@@ -20,8 +20,8 @@ const WAIT: usize = 1 << 3;
 
 /// What the driver serves.
 ///
-/// `state` is `pending waits << 3 | SWEEP | CHECKS | KICKED`, so "is the pump idle?" is one load compared
-/// with zero, and no reader can see the count and the bits from two different moments. A wait adds
+/// `state` is `pending waits << 3 | SWEEP | CHECKS | KICKED`, so "is the pump idle?" is one load
+/// compared with zero, and no reader can see the count and the bits from two different moments. A wait adds
 /// itself before the pump can see it ([`Pending`](crate::wait::Pending)), so a driver that finds
 /// the pump idle never sweeps away a wait that is about to register. The kick bit is set by
 /// [`kick`](Demand::kick) and taken by the driver's [`take_kick`](Demand::take_kick) before the
@@ -106,7 +106,8 @@ impl Demand {
         self.state.load(SeqCst) & (KICKED | CHECKS | SWEEP) != 0
     }
 
-    /// Whether the driver may sleep until woken: nobody waits, nobody kicked, no checks left.
+    /// Whether the driver may sleep until woken: nobody waits, nobody kicked, no checks left, no
+    /// sweep asked for.
     pub(crate) fn is_idle(&self) -> bool {
         self.idle_stop && self.state.load(SeqCst) == 0
     }

@@ -147,8 +147,8 @@ impl Core {
     /// Every kind of wait hears of it: the registry's entries are ended here, or, when this
     /// thread holds the loop lock (a check or `run_once` closed the pump, perhaps in the middle
     /// of an evaluation) or another thread's pass over the checks (or a sweep) is under way, by
-    /// its holder as it lets go — never waiting for a check ([`Pump::closed`](crate::Pump::closed)
-    /// waits for that); broadcast waits and turns through
+    /// its holder as it lets go — never waiting for a check
+    /// ([`Pump::closed`](crate::Pump::closed) waits for that); broadcast waits and turns through
     /// the "ran" event; completion tables through their hooks; drivers through the demand event.
     pub(crate) fn close(&self) -> bool {
         // A reason from the first close on (a no-op after `fail` gave one): a failure noticed

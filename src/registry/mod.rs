@@ -17,8 +17,8 @@
 //! block of checks instead of a lock per check, and while nobody gives up, the pass touches only
 //! the checks themselves. The pump drops a cancelled entry when it next meets it, or when it goes
 //! idle, or once [`SWEEP_AT`] or more of them outnumber the live waits (the wait that gives up
-//! then asks the driver to take them out). User code other than the checks (the drop of what a check captured) never runs under
-//! these locks.
+//! then asks the driver to take them out). User code other than the checks (the drop of what a
+//! check captured) never runs under these locks.
 
 mod column;
 
@@ -157,7 +157,7 @@ pub(crate) enum LeftToDo {
 pub(crate) struct Left {
     /// Arrivals not evaluated yet.
     pub(crate) arrivals: bool,
-    /// Entries of the round not seen yet (or not known: the arrivals came first).
+    /// Entries of the round not seen yet.
     pub(crate) round: bool,
 }
 
@@ -609,10 +609,9 @@ impl Registry {
     ) -> bool {
         let mut slab = self.admit(false);
         // Arrivals left for lack of time are in the slab: this round sees them.
-        slab.arrived.clear();
-        if slab.arrived.capacity() > SPARE_AT_MOST {
-            slab.arrived = Vec::new();
-        }
+        let mut left = std::mem::take(&mut slab.arrived);
+        left.clear();
+        keep_spare(&mut slab.arrived, left);
         for column in &mut slab.columns {
             column.begin_round();
         }

@@ -184,8 +184,8 @@ impl Port {
     ///
     /// Several threads may wait on one port (the threads of pumps given one set; a `ready` on
     /// another thread looks at it too), and a notification of the port goes to whichever takes
-    /// it: `awake` tells each its own. One thread has the turn to sleep on the port; the others wait for it
-    /// where a notification reaches them too, and look at their flag. The one with the turn
+    /// it: `awake` tells each its own. One thread has the turn to sleep on the port; the others
+    /// wait for it where a notification reaches them too, and look at their flag. The one with the turn
     /// looks at its flag once it holds the buffer, which anybody taking the port's notifications
     /// holds: one posted after that look is left for its wait.
     pub(crate) fn sleep_unless(&self, awake: &AtomicBool) {
@@ -257,6 +257,7 @@ impl Port {
     /// `trigger` is gone: its driver's waker, if kept, goes (so a set outliving many pumps
     /// keeps no waker of theirs).
     pub(crate) fn forget_waker(&self, trigger: u64) {
+        // Dropped with the lock let go: a waker's drop is the executor's code.
         let forgotten = {
             let mut found = lock(&self.found);
             let at = found.wakers.iter().position(|(id, _)| *id == trigger);

@@ -216,11 +216,11 @@ impl Ready {
 
     /// The peer hung up: its writing side (`EPOLLRDHUP`, told to a registration that reads) or
     /// the whole connection (`EPOLLHUP`, told to any). What was sent before is still there to
-    /// read. Through `polling` less is told: on Linux
-    /// (the `ffi_pump_polling` build) only a connection closed both ways, on Windows only a reset
-    /// one (AFD's abort, an [error](Self::is_error) too), on kqueue and event ports nothing — a
-    /// hang-up shows as readiness there (on Windows a peer's orderly close, of its writing side
-    /// or of both), and the library's read finds the end of the stream.
+    /// read. Through `polling` less is told: on Linux (the `ffi_pump_polling` build) only a
+    /// connection closed both ways, on Windows only a reset one (AFD's abort, an
+    /// [error](Self::is_error) too), on kqueue and event ports nothing — a hang-up shows as
+    /// readiness there (on Windows a peer's orderly close, of its writing side or of both), and
+    /// the library's read finds the end of the stream.
     pub fn is_hangup(&self) -> bool {
         self.found.hangup
     }
