@@ -137,10 +137,10 @@ impl<S> Calls<S> {
             }
             // A job catches its closure's panic, but not one in dropping what it leaves behind
             // (a call's value nobody waits for): caught here, so the rest of the batch runs.
-            let _ = catch_unwind(AssertUnwindSafe(|| match job {
+            crate::unwind::run_caught(|| match job {
                 Queued::Call(job) => job(state),
                 Queued::Cleanup(cleanup) => cleanup(Some(state)),
-            }));
+            });
         }
     }
 
@@ -169,7 +169,7 @@ impl<S> Calls<S> {
         held.sort_unstable_by_key(|(ticket, _)| *ticket);
         cleanups.extend(held.into_iter().map(|(_, cleanup)| cleanup));
         for cleanup in cleanups {
-            let _ = catch_unwind(AssertUnwindSafe(|| cleanup(state.as_deref_mut())));
+            crate::unwind::run_caught(|| cleanup(state.as_deref_mut()));
         }
     }
 }

@@ -45,6 +45,7 @@ use crate::Error;
 pub struct Closed {
     id: usize,
     inner: Pin<Box<dyn Future<Output = ()> + Send>>,
+    done: bool,
 }
 
 impl Closed {
@@ -52,6 +53,7 @@ impl Closed {
         Closed {
             id: core.id(),
             inner: Box::pin(closed(core)),
+            done: false,
         }
     }
 }
@@ -60,10 +62,13 @@ impl Future for Closed {
     type Output = Result<(), Error>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        if crate::reentry::is_inside(self.id) {
-            return Poll::Ready(Err(Error::Reentrant));
-        }
-        self.inner.as_mut().poll(cx).map(Ok)
+        assert!(!self.done, "`Closed` polled after it completed");
+        let outcome = match crate::reentry::is_inside(self.id) {
+            true => Poll::Ready(Err(Error::Reentrant)),
+            false => self.inner.as_mut().poll(cx).map(Ok),
+        };
+        self.done = outcome.is_ready();
+        outcome
     }
 }
 

@@ -188,7 +188,7 @@ impl<S: 'static> LoopHandle<S> {
             return Err(why);
         }
         let sent = self.calls.push(Box::new(move |state: &mut S| {
-            let _ = catch_unwind(AssertUnwindSafe(|| post(state)));
+            crate::unwind::run_caught(|| post(state));
         }));
         if let Err(refused) = sent {
             crate::unwind::drop_caught(refused);
@@ -501,7 +501,9 @@ impl<S: 'static> LoopHandle<S> {
                 }
                 // Its completer went as it unwound, unanswered: the request is answered with
                 // the panic, for the awaiting task.
-                StartEnded::Panicked(panic) => drop(answers.complete((), Answer::Panicked(panic))),
+                StartEnded::Panicked(panic) => drop(
+                    answers.complete((), Answer::Panicked(crate::unwind::DropCaught::new(panic))),
+                ),
             },
             move |state| {
                 if let Some(kept) = crate::kept::take::<T>(key) {
@@ -585,7 +587,7 @@ impl<S: 'static> LoopHandle<S> {
             let kept = crate::kept::take::<T>(key);
             match (state.filter(|_| !ended.ended_by_the_library()), kept) {
                 (Some(state), Some(kept)) => {
-                    let _ = catch_unwind(AssertUnwindSafe(|| stop(state, kept)));
+                    crate::unwind::run_caught(|| stop(state, kept));
                 }
                 (_, kept) => {
                     crate::unwind::drop_caught(kept);

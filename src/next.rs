@@ -9,7 +9,8 @@ use std::time::Instant;
 /// polled library (every run says [`Tick`](Next::Tick)), `Option<Instant>` for one that knows
 /// its next deadline (`Some(at)` is [`At`](Next::At), `None` is [`Idle`](Next::Idle)). Whatever
 /// it says, kicks, calls, turns and readiness of the library's descriptors run the loop too, and
-/// while no wait is pending there are no ticks and no deadlines (the crate docs' "Idle").
+/// while no wait is pending there are no ticks and no deadlines (the crate docs' "Idle"), unless
+/// the pump was built with [`idle_stop(false)`](crate::Builder::idle_stop).
 ///
 /// # Examples
 ///
@@ -67,8 +68,9 @@ pub enum Next {
 pub trait IntoNext: sealed::Sealed + Send + 'static {
     /// Whether the pump may tick (and so takes an interval).
     const TICKS: bool;
-    /// Whether the first run waits for the first tick (`true`), or comes as soon as a wait is
-    /// pending, to hear what the library says (`false`).
+    /// Whether the pump's first run waits for the first tick (`true`), or comes as soon as its
+    /// first wait is pending, to hear what the library says (`false`; once: after that the
+    /// library's word stands).
     const FIRST_AT_A_TICK: bool;
 
     /// The [`Next`] it stands for.

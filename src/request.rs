@@ -84,8 +84,9 @@ pub(crate) enum Answer<V> {
     Value(DropCaught<V>),
     /// Its completer was dropped unused, or the pump closed.
     Failed(Error),
-    /// Its `start` panicked: resumed in the task awaiting the request.
-    Panicked(Box<dyn Any + Send>),
+    /// Its `start` panicked: resumed in the task awaiting the request (a payload nobody takes
+    /// is dropped with its own panic caught, as a value is).
+    Panicked(DropCaught<Box<dyn Any + Send>>),
 }
 
 /// The library's end of a request: complete it once with the result, on the loop's thread
@@ -313,7 +314,7 @@ impl<V: Send + 'static> Future for Request<V> {
             .map(|outcome| match outcome {
                 Ok(Answer::Value(value)) => Ok(value.into_inner()),
                 Ok(Answer::Failed(why)) | Err(why) => Err(why),
-                Ok(Answer::Panicked(panic)) => resume_unwind(panic),
+                Ok(Answer::Panicked(panic)) => resume_unwind(panic.into_inner()),
             })
     }
 }

@@ -10,7 +10,27 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// Drops `value`, catching a panic in its `Drop`; `true` if it panicked.
 pub(crate) fn drop_caught<T>(value: T) -> bool {
-    catch_unwind(AssertUnwindSafe(move || drop(value))).is_err()
+    run_caught(move || drop(value))
+}
+
+/// Runs `f`, catching its panic; `true` if it panicked. For user code whose panic the pump
+/// reports by other means (or, as a drop, does not report): the payload is let go of here.
+pub(crate) fn run_caught(f: impl FnOnce()) -> bool {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(()) => false,
+        Err(payload) => {
+            forget_payload(payload);
+            true
+        }
+    }
+}
+
+/// Lets go of a caught panic's payload, which is user data too: a payload whose own `Drop`
+/// panics is leaked rather than let that panic unwind out of the pump.
+pub(crate) fn forget_payload(payload: Box<dyn std::any::Any + Send>) {
+    if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+        std::mem::forget(again);
+    }
 }
 
 /// Drops each of `values` with [`drop_caught`]: a panic in one spares the others (a plain drop

@@ -1216,3 +1216,130 @@ fn a_value_a_check_found_for_a_wait_dropped_unpolled_is_dropped_with_its_panic_c
         assert!(dropped.load(SeqCst), "the value was dropped");
     });
 }
+
+/// A request whose `start` panicked with a payload whose drop panics, dropped without being
+/// polled again: the payload is dropped with its panic caught, as an answer's value is. Found
+/// by review of the fixes above (the payload had lost the catch a value has).
+#[test]
+fn a_start_panic_nobody_takes_is_dropped_with_its_own_panic_caught() {
+    futures_lite::future::block_on(async {
+        let (pump, handle) = Pump::builder()
+            .build_with_state(|_| Ok(()), |_, _| None)
+            .expect("pump thread starts");
+        let dropped = Arc::new(AtomicBool::new(false));
+        let bomb = Bomb(dropped.clone());
+        let request = handle.request(
+            move |_, _: ffi_pump::Completer<()>| std::panic::panic_any(bomb),
+            |_, ()| {},
+        );
+        // Calls run in order: once this one is answered, the start ran.
+        assert_eq!(within("a call", handle.call(|_| ())).await, Ok(()));
+        let dropping =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(request)));
+        assert!(
+            dropping.is_ok(),
+            "the payload's panic came out of the request's drop"
+        );
+        assert!(dropped.load(SeqCst), "the payload was dropped");
+        assert_eq!(within("a call after", handle.call(|_| 1)).await, Ok(1));
+        drop(pump);
+    });
+}
+
+/// `Stats::rounds` counts the calls of `run_once`: a call or a post on the loop's thread that
+/// closes the pump before the run it was queued for leaves that run unmade, and uncounted.
+/// Found by a probe of the docs (`rounds` was one more than the runs).
+#[test]
+fn a_run_a_call_closed_the_pump_before_is_not_counted() {
+    for by_post in [false, true] {
+        let runs = Arc::new(AtomicUsize::new(0));
+        let counting = runs.clone();
+        let (pump, handle) = Pump::builder()
+            .build_with_state(
+                |_| Ok(()),
+                move |_, _| {
+                    counting.fetch_add(1, SeqCst);
+                    None
+                },
+            )
+            .expect("pump thread starts");
+        futures_lite::future::block_on(async {
+            for _ in 0..3 {
+                within("a turn", pump.turn()).await.expect("a turn");
+            }
+            let closer = pump.clone();
+            if by_post {
+                handle
+                    .post(move |_| {
+                        let _ = closer.close();
+                    })
+                    .expect("open");
+            } else {
+                let _ = within("a call", handle.call(move |_| closer.close())).await;
+            }
+            within("closed", pump.closed()).await.expect("closed");
+        });
+        let stats = pump.stats();
+        assert_eq!(runs.load(SeqCst), 3, "by post: {by_post}");
+        assert_eq!(stats.rounds, 3, "by post: {by_post}: {stats:?}");
+    }
+}
+
+/// A pump that keeps its loop's deadlines has no ticks, so none is skipped: a deadline that
+/// came during a turn's run joins it without counting as a skipped tick. Found by a probe of
+/// the docs (158 "skipped ticks" in 230 rounds).
+#[test]
+fn a_pump_that_keeps_deadlines_counts_no_skipped_ticks() {
+    let pump = Pump::builder()
+        .build(|| {
+            std::thread::sleep(Duration::from_millis(2));
+            Some(std::time::Instant::now() + Duration::from_millis(1))
+        })
+        .expect("valid settings");
+    pump.spawn_on(ffi_pump::Backend::Thread).expect("a thread");
+    futures_lite::future::block_on(async {
+        let wait = pump.wait_until(|| false).timeout(Duration::from_secs(30));
+        let mut wait = Box::pin(wait);
+        assert!(futures_lite::future::poll_once(wait.as_mut())
+            .await
+            .is_none());
+        let mut turns = 0;
+        while pump.stats().rounds < 100 {
+            within("a turn", pump.turn()).await.expect("a turn");
+            turns += 1;
+        }
+        assert!(turns > 10, "the turns ran the loop too");
+    });
+    let stats = pump.stats();
+    assert_eq!(stats.skipped_ticks, 0, "{stats:?}");
+    pump.close();
+}
+
+/// `Closed` panics if polled again after it completed — also after completing with
+/// `Reentrant` (polled inside its pump). Found by a probe of the docs (it went on, and later
+/// answered `Ok`).
+#[test]
+fn closed_polled_again_after_it_ended_inside_its_pump_panics() {
+    use std::future::Future;
+    let (pump, handle) = Pump::builder()
+        .build_with_state(|_| Ok(()), |_, _| None)
+        .expect("pump thread starts");
+    let closed = Arc::new(Mutex::new(Box::pin(pump.closed())));
+    let polling = closed.clone();
+    let first = futures_lite::future::block_on(within(
+        "a call",
+        handle.call(move |_| {
+            let waker = std::task::Waker::noop();
+            let mut cx = std::task::Context::from_waker(waker);
+            polling.lock().unwrap().as_mut().poll(&mut cx)
+        }),
+    ));
+    assert_eq!(first, Ok(std::task::Poll::Ready(Err(Error::Reentrant))));
+    pump.close();
+    let again = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let waker = std::task::Waker::noop();
+        let mut cx = std::task::Context::from_waker(waker);
+        let _ = closed.lock().unwrap().as_mut().poll(&mut cx);
+    }));
+    assert!(again.is_err(), "polled again after it completed: no panic");
+}

@@ -220,8 +220,12 @@ impl<'a> LoopGuard<'a> {
     ///
     /// Why the pump closed, if it has: no run then. The run starts in one step with a look at
     /// the close, so a driver or a turn that queued for the lock before a close, or got it as
-    /// the close came, makes no run after `close()` returned.
-    pub(crate) fn run(mut self, local: Option<&mut dyn FnMut() -> Next>) -> Result<Ran, Error> {
+    /// the close came, makes no run after `close()` returned. Also when `local` made no run
+    /// (`None`: a call it ran first closed the pump): no round is counted for it.
+    pub(crate) fn run(
+        mut self,
+        local: Option<&mut dyn FnMut() -> Option<Next>>,
+    ) -> Result<Ran, Error> {
         let core = self.core;
         if !core.rounds.start() {
             return Err(core.close.reason());
@@ -239,14 +243,17 @@ impl<'a> LoopGuard<'a> {
                 (Some(run_once), _) => run_once(),
                 (None, Runner::Here(run_once)) => {
                     let _running = crate::reentry::Running::enter(core.id());
-                    run_once.get_mut()()
+                    Some(run_once.get_mut()())
                 }
                 // `turn` asks the pump thread instead; a closed pump has no loop left.
-                (None, Runner::OnPumpThread | Runner::Gone) => Next::Idle,
+                (None, Runner::OnPumpThread | Runner::Gone) => None,
             }));
             clock.ran();
-            let round = core.rounds.finish();
-            if let Ok(next) = outcome {
+            let round = match outcome {
+                Ok(None) => core.rounds.finish_without_run(),
+                _ => core.rounds.finish(),
+            };
+            if let Ok(Some(next)) = outcome {
                 core.next.set(next);
                 // A new round of checks. A request to go on with the last one may still be set:
                 // it then finds the round done, at the cost of a look per column.
@@ -266,6 +273,10 @@ impl<'a> LoopGuard<'a> {
             core.fail(Error::Panicked);
         }
         drop(self);
+        if let Ok(None) = outcome {
+            core.pass_buffers.wake(buffers);
+            return Err(core.status().err().unwrap_or(Error::Closed));
+        }
         let evaluated = buffers.woken.len();
         core.pass_buffers.wake(buffers);
         let listening = core.rounds.announce();

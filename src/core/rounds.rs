@@ -92,6 +92,13 @@ impl Rounds {
         Snapshot(before).round() + 1
     }
 
+    /// The run that [`start`](Rounds::start) announced was not made (the pump closed first, as a
+    /// loop's thread ran the calls queued before it): clears [`RUNNING`], counts nothing;
+    /// returns the round as it stands.
+    pub(crate) fn finish_without_run(&self) -> u64 {
+        Snapshot(self.state.fetch_sub(RUNNING, SeqCst)).round()
+    }
+
     /// Records that every check of round `round` has been evaluated.
     pub(crate) fn checked_through(&self, round: u64) {
         self.checked.fetch_max(round, SeqCst);

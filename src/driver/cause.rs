@@ -28,9 +28,11 @@ pub enum Cause {
     /// The interval timer ticked ([`Next::Tick`](crate::Next::Tick)).
     Tick,
     /// A request for a run as soon as possible: [`Pump::kick`](crate::Pump::kick), a
-    /// [`Kicker`](crate::Kicker), the first wait after idle on a pump that does not tick (to hear
-    /// its first deadline; a ticking pump's first run is a [`Tick`](Cause::Tick), one interval
-    /// on), and — for a loop on its own thread —
+    /// [`Kicker`](crate::Kicker), the very first wait on a pump that does not tick (its first
+    /// run, to hear the library's first deadline; after that what the library said stands, and
+    /// a loop that said [`Idle`](crate::Next::Idle) is run again only for a kick, a call, a turn
+    /// or readiness; a ticking pump's first run is a [`Tick`](Cause::Tick), one interval on),
+    /// and — for a loop on its own thread —
     /// a [`LoopHandle`](crate::LoopHandle) call or post and a [`Pump::turn`](crate::Pump::turn)
     /// asked from another thread.
     Kick,

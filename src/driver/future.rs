@@ -52,7 +52,7 @@ impl Driver {
         Driver {
             inner: Box::pin(async move {
                 if let Some(_active) = activate(&core).await {
-                    drive(&core, None::<fn(super::Cause) -> crate::Next>, None).await;
+                    drive(&core, None::<fn(super::Cause) -> Option<crate::Next>>, None).await;
                 }
             }),
             _count: count,

@@ -97,7 +97,7 @@ where
                 calls.run_all(state, || core.is_closed());
                 // Closed by a call or a post (or meanwhile): the loop is not run again.
                 if core.is_closed() {
-                    return Next::Idle;
+                    return None;
                 }
                 let deadline_passed = last_deadline.is_some_and(|at| at <= Instant::now());
                 let mut context = Run::new(cause, deadline_passed);
@@ -111,7 +111,7 @@ where
                     Next::At(at) => Some(at),
                     Next::Tick | Next::Idle => None,
                 };
-                next
+                Some(next)
             };
             let driver = drive(&core, Some(&mut run), own_trigger.as_ref());
             crate::trigger::block_on_loop(set.as_ref(), driver);

@@ -67,8 +67,9 @@ pub(crate) async fn activate(core: &Core) -> Option<Active> {
 }
 
 /// The active driver's loop: a run for every cause its [`Wakeups`] give, until the pump closes.
-/// `local` is the loop when it lives on this thread; it returns when it next needs to run.
-pub(crate) async fn drive<L: FnMut(Cause) -> Next>(
+/// `local` is the loop when it lives on this thread; it returns when it next needs to run, or
+/// `None` if it made no run (the pump closed first).
+pub(crate) async fn drive<L: FnMut(Cause) -> Option<Next>>(
     core: &Core,
     mut local: Option<L>,
     own_trigger: Option<&crate::trigger::Trigger>,
@@ -94,7 +95,7 @@ pub(crate) async fn drive<L: FnMut(Cause) -> Next>(
                     let mut for_cause = local.as_mut().map(|run_once| move || run_once(cause));
                     let local = for_cause
                         .as_mut()
-                        .map(|run_once| run_once as &mut dyn FnMut() -> Next);
+                        .map(|run_once| run_once as &mut dyn FnMut() -> Option<Next>);
                     // None after a close: the next step stops.
                     if let Ok(ran) = guard.run(local) {
                         cause.report(core, ran);
@@ -151,7 +152,8 @@ async fn lock_for(core: &Core, cause: Cause) -> Option<LoopGuard<'_>> {
     }
     let joined = core.rounds.listen();
     if core.rounds.now().is_running() {
-        if matches!(cause, Cause::Tick | Cause::Deadline) {
+        // A tick, not the loop's deadline: a pump that keeps deadlines has no ticks to skip.
+        if cause == Cause::Tick {
             core.counters.count_skipped_tick();
             core.span.skipped_tick();
         }

@@ -724,9 +724,12 @@ impl Registry {
     }
 
     /// Uncounts `n` marks: their entries left the slab, or their waits found them finished.
+    /// What the last sweep left cannot be more than the marks left: a pass that took those
+    /// arrivals out lowers it too, or the next sweep would wait for that many more marks.
     fn unmark(&self, n: usize) {
         if n > 0 {
-            self.marked.fetch_sub(n, Relaxed);
+            let left = self.marked.fetch_sub(n, Relaxed).wrapping_sub(n);
+            self.unswept.fetch_min(left, Relaxed);
         }
     }
 
@@ -1075,6 +1078,19 @@ mod tests {
             !registry.sweep_due(4 * super::SWEEP_AT),
             "fewer than the live waits"
         );
+        registry.marked.store(0, SeqCst);
+    }
+
+    /// What a sweep left among the arrivals and a pass took out since no longer counts against
+    /// the next sweep (found by review: a burst of given-up arrivals raised the bar for good).
+    #[test]
+    fn marks_a_pass_took_out_no_longer_hold_off_a_sweep() {
+        let registry = Registry::default();
+        registry.marked.store(4 * super::SWEEP_AT, SeqCst);
+        registry.sweep(); // nothing in the slab: all four thousand are left to a pass
+        registry.unmark(4 * super::SWEEP_AT); // which takes them out
+        registry.marked.fetch_add(super::SWEEP_AT, SeqCst);
+        assert!(registry.sweep_due(0), "due for the new marks");
         registry.marked.store(0, SeqCst);
     }
 
