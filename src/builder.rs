@@ -205,7 +205,10 @@ impl Builder {
     /// kernel limits the wake-up paths from a watched descriptor through them: 50 pumps on one
     /// set that watches something (the 51st `build` returns [`Error::Trigger`]), and a
     /// [`watch`](crate::Descriptors::watch) that would pass the limit is refused
-    /// (`InvalidInput`).
+    /// (`InvalidInput`). Stay below it rather than probe it: a `build` refused at the limit
+    /// takes that room for a moment, and a set moving to a new kernel instance meanwhile (after
+    /// a descriptor was closed while watched) then fails to, and reports nothing until its next
+    /// change.
     ///
     /// On Windows it takes a [`Descriptors`](crate::Descriptors) set (sockets): see
     /// [`run_on_readable`](Builder::run_on_readable) there. For a library that signals work

@@ -1071,3 +1071,60 @@ fn many_pumps_sharing_a_set_do_not_spin_for_a_descriptor_closed_while_watched() 
     assert!(pumps.iter().all(|pump| !pump.stats().closed));
     drop(duplicate);
 }
+
+/// A pump being built while the set moves to a new kernel instance (a descriptor closed while
+/// watched) does not take the room the move needs. Not kept yet, documented on
+/// `Builder::run_on_readable`: with as many pumps as the kernel's nesting limits allow, builds
+/// refused at the limit on another thread make the move fail (`EINVAL`, seen 4 of 4 runs within
+/// 2 000 moves; never without them), and the descriptors are then watched nowhere until the
+/// set's next change. A refused build nests the set for a moment (its look-up entry, then its
+/// reactor's) and the move needs that room; found by review of the move's order, which named
+/// the reactor's entry only.
+#[test]
+#[ignore = "known: builds refused at the nesting limit can make a concurrent move fail"]
+fn a_pump_built_while_the_set_moves_does_not_leave_its_descriptors_unwatched() {
+    use std::sync::atomic::AtomicBool;
+    let set = Descriptors::new().expect("set");
+    let (live, mut live_peer) = UnixStream::pair().expect("pair");
+    set.watch(live.as_raw_fd(), Interest::READABLE, 1)
+        .expect("watch");
+    live_peer.write_all(b"x").expect("write");
+    let build = |set: &Descriptors| Pump::builder().run_on_readable(set).build(|| {});
+    // As many as the kernel takes (50 on Linux); the next one is refused.
+    let pumps: Vec<Pump> = std::iter::from_fn(|| build(&set).ok()).take(200).collect();
+    assert!(pumps.len() < 200, "the kernel's limit was not reached");
+    let stop = Arc::new(AtomicBool::new(false));
+    let builder = {
+        let (set, stop) = (set.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                drop(build(&set));
+            }
+        })
+    };
+    for token in (100..20100).step_by(2) {
+        // Closed without an unwatch, its number then taken by a new socket: the set lets the
+        // old registration go and moves to a new instance (the kernel may have kept an entry).
+        let (closed, _peer) = UnixStream::pair().expect("pair");
+        let number = closed.as_raw_fd();
+        set.watch(number, Interest::READABLE, token).expect("watch");
+        drop(closed);
+        let (reused, _reused_peer) = UnixStream::pair().expect("pair");
+        if reused.as_raw_fd() == number {
+            set.watch(number, Interest::READABLE, token + 1)
+                .expect("watch");
+        }
+        set.unwatch(token + 1).expect("unwatch");
+        let ready: Vec<u64> = set.ready().iter().map(Ready::token).collect();
+        if !ready.contains(&1) {
+            stop.store(true, Ordering::SeqCst);
+            panic!(
+                "after {} moves the live descriptor is not reported",
+                (token - 100) / 2
+            );
+        }
+    }
+    stop.store(true, Ordering::SeqCst);
+    builder.join().expect("the builder thread");
+    drop(pumps);
+}
