@@ -15,8 +15,9 @@ use crate::unwind::DropCaught;
 use crate::{Completions, Error, WaitKey};
 
 /// Names one request ([`LoopHandle::request`](crate::LoopHandle::request)) among those of its
-/// loop: the same id is in its [`Completer`] and is handed to its cancel, so a binding can file
-/// the C object it made under it. Allocated by the pump, unique per loop.
+/// loop: the same id is in its [`Completer`] ([`Completer::id`]), so a binding can file the C
+/// object it made under it (its cancel is handed what its `start` returned: return the id
+/// there if the cancel needs it). Allocated by the pump, unique per loop.
 ///
 /// # Examples
 ///
@@ -138,7 +139,7 @@ impl<V> Completer<V> {
         }
     }
 
-    /// This request's id, as its cancel will be handed it.
+    /// This request's id (the cancel is handed what `start` returned, which may be this).
     pub fn id(&self) -> RequestId {
         self.id
     }

@@ -36,6 +36,9 @@ struct ChannelState<V> {
     /// too, with nothing more to come — or is dropped, as a wait is: the pump keeps its timers
     /// for it meanwhile, polled or not.
     pending: Option<Pending>,
+    /// A value was handed back for want of room since the stream last took one: taking one
+    /// kicks the pump, so a library that keeps its refused values for its next run gets one.
+    refused: bool,
 }
 
 impl<V> Channel<V> {
@@ -54,6 +57,7 @@ impl<V> Channel<V> {
                 subscriber_gone: false,
                 stopped: false,
                 pending: None,
+                refused: false,
             }),
             capacity,
         })
@@ -164,7 +168,8 @@ impl<V> Emitter<V> {
     ///
     /// Hands `value` back if the subscription holds its capacity's worth of values not yet
     /// taken (the library decides: drop it, keep it and try again at its next run, or stop
-    /// reading from C for a while), or if the subscription takes no more values: it was dropped
+    /// reading from C for a while; once the stream takes a value after such a refusal, the pump
+    /// runs the loop, as for a kick, so a loop that waits for nothing else gets that run), or if the subscription takes no more values: it was dropped
     /// (its stop is then on its way to the loop's thread, and runs whatever the library does
     /// with this emitter after), or its pump closed (the stream ends with the close reason,
     /// after the values emitted before; see [`is_open`](Emitter::is_open)).
@@ -199,7 +204,11 @@ impl<V> Emitter<V> {
         self.channel.change(|state| {
             // Looked at under the channel's lock, as the stream looks at the values it holds
             // once it saw the close: a value taken here is yielded before the close reason.
-            if state.subscriber_gone || state.values.len() >= capacity || !open(core.as_ref()) {
+            if state.subscriber_gone || !open(core.as_ref()) {
+                return (Err(value), false);
+            }
+            if state.values.len() >= capacity {
+                state.refused = true;
                 return (Err(value), false);
             }
             state.values.push_back(value);
@@ -358,7 +367,8 @@ impl<V: Send + 'static> Subscription<V> {
         }
     }
 
-    /// This subscription's id, as its emitter and its stop know it.
+    /// This subscription's id, as its emitter knows it ([`Emitter::id`]; its stop is handed what
+    /// its `start` returned, which may be this).
     pub fn id(&self) -> RequestId {
         self.id
     }
@@ -378,7 +388,7 @@ impl<V: Send + 'static> Stream for Subscription<V> {
             let step = {
                 let mut state = lock(&self.channel.state);
                 if let Some(value) = state.values.pop_front() {
-                    Step::Value(value)
+                    Step::Value(value, std::mem::take(&mut state.refused))
                 } else if state.emitter_gone {
                     // Ended by the library: a clean end, whatever happened to the pump since.
                     state.subscriber_gone = true;
@@ -411,7 +421,12 @@ impl<V: Send + 'static> Stream for Subscription<V> {
                 }
             };
             match step {
-                Step::Value(value) => return Poll::Ready(Some(Ok(value))),
+                Step::Value(value, room_after_a_refusal) => {
+                    if room_after_a_refusal {
+                        self.core.kick();
+                    }
+                    return Poll::Ready(Some(Ok(value)));
+                }
                 Step::End(why) => {
                     self.end();
                     return Poll::Ready(why.map(Err));
@@ -428,7 +443,8 @@ impl<V: Send + 'static> Stream for Subscription<V> {
 
 /// What one look at the channel found.
 enum Step<V> {
-    Value(V),
+    /// A value; `true` if one was refused for want of room since the last was taken.
+    Value(V, bool),
     /// The stream ends: cleanly (`None`), or with why (the close reason, or `Reentrant` on the
     /// loop's thread with nothing to hand).
     End(Option<Error>),

@@ -1343,3 +1343,28 @@ fn closed_polled_again_after_it_ended_inside_its_pump_panics() {
     }));
     assert!(again.is_err(), "polled again after it completed: no panic");
 }
+
+/// A `submit` on a closed pump ends with the close and leaves a value the table holds where it
+/// is, as a `wait_key` there does; its `start` is dropped unrun. Found by a probe of the docs:
+/// it took the value and answered `Ok`.
+#[test]
+fn a_submit_on_a_closed_pump_ends_with_the_close_and_leaves_the_table_as_it_is() {
+    futures_lite::future::block_on(async {
+        let (pump, handle) = Pump::builder()
+            .build_with_state(|_| Ok(()), |_, _| None)
+            .expect("pump thread starts");
+        let table = Completions::new();
+        table.complete(1, 9);
+        pump.close();
+        within("closed", pump.closed()).await.expect("closed");
+        let started = Arc::new(AtomicBool::new(false));
+        let starting = started.clone();
+        let answer = handle
+            .submit(&table, 1, move |_| starting.store(true, SeqCst), |_| {})
+            .timeout(HANG)
+            .await;
+        assert_eq!(answer, Err(Error::Closed));
+        assert!(!started.load(SeqCst), "start ran on a closed pump");
+        assert_eq!(table.take(&1), Some(9), "the value was taken");
+    });
+}

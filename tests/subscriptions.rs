@@ -649,3 +649,51 @@ fn a_stream_the_library_ended_no_longer_counts_as_pending() {
         assert_eq!(stream.next().await, None);
     });
 }
+
+/// A library that keeps the values a full subscription refused, for its next run, gets that run
+/// once the stream takes a value — also a loop that waits for nothing else (it says `None`:
+/// nothing due). Found by a probe of the docs: the stream stalled after its capacity's worth.
+#[test]
+fn a_loop_that_keeps_refused_values_is_run_again_once_the_stream_has_room() {
+    #[derive(Default)]
+    struct Library {
+        emitter: Option<Emitter<u32>>,
+        backlog: std::collections::VecDeque<u32>,
+    }
+    futures_lite::future::block_on(async {
+        let (pump, handle) = Pump::builder()
+            .build_with_state(
+                |_| Ok(Library::default()),
+                |library: &mut Library, _| {
+                    if let Some(emitter) = &library.emitter {
+                        while let Some(value) = library.backlog.pop_front() {
+                            if let Err(value) = emitter.emit(value) {
+                                library.backlog.push_front(value);
+                                break;
+                            }
+                        }
+                    }
+                    None::<std::time::Instant>
+                },
+            )
+            .expect("pump thread starts");
+        let mut values = handle.subscribe(
+            2,
+            |library: &mut Library, e| library.emitter = Some(e),
+            |_, _| {},
+        );
+        within(
+            "a call",
+            handle.call(|library| library.backlog.extend(0..10)),
+        )
+        .await
+        .expect("open");
+        let mut got = Vec::new();
+        for _ in 0..10 {
+            let value = within("the next value", values.next()).await;
+            got.push(value.expect("not ended").expect("a value"));
+        }
+        assert_eq!(got, (0..10).collect::<Vec<_>>());
+        drop(pump);
+    });
+}

@@ -255,8 +255,10 @@ impl Descriptors {
     /// What the kernel says (`EBADF` for a closed descriptor, `EPERM` for a file it cannot poll,
     /// such as a regular file or `/dev/null`, `ELOOP` for the set itself, a set that watches
     /// this one, or an epoll instance that holds another one (the set nests two levels deep
-    /// itself); `EBADF` for a negative number, whatever the interest; on Windows `WSAENOTSOCK`
-    /// for `INVALID_SOCKET`);
+    /// itself), `EINVAL` (`InvalidInput`) on Linux past the kernel's limit of wake-up paths
+    /// through nested epoll instances (50 pumps given the set, see
+    /// [`run_on_readable`](crate::Builder::run_on_readable)); `EBADF` for a negative number,
+    /// whatever the interest; on Windows `WSAENOTSOCK` for `INVALID_SOCKET`);
     /// the set is left as it was — but for registrations on a number the library closed
     /// without unwatching, which go as the refusal tells that (see "The library's part") — and
     /// stays usable. The kernel hears only of what a

@@ -326,6 +326,14 @@ impl<K: Eq + Hash + Clone, V> WaitKey<K, V> {
         static UNPOLLED: OnceLock<Waker> = OnceLock::new();
         let unpolled = UNPOLLED.get_or_init(|| Waker::from(Arc::new(Unpolled)));
         let keyed = self.wait.wait_mut();
+        // On a closed pump nothing is claimed, not even a value the table holds (as a wait
+        // there ends with the close and leaves the value): `start` is dropped unrun.
+        if let Err(why) = keyed.core.status() {
+            keyed.on_cancel = None;
+            keyed.state = State::Done;
+            keyed.claimed = Some(Err(why));
+            return false;
+        }
         match keyed.look(&mut Context::from_waker(unpolled)) {
             Poll::Pending => true,
             Poll::Ready(outcome) => {
