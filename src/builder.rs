@@ -201,14 +201,11 @@ impl Builder {
     /// long (100 ms) or `Duration::MAX` to turn only on readiness, kicks and turns.
     ///
     /// A [`Descriptors`](crate::Descriptors) set may be given to several pumps, each of which
-    /// runs for what is ready. On Linux each adds two nested epoll watches of the set, and the
-    /// kernel limits the wake-up paths from a watched descriptor through them: 50 pumps on one
-    /// set that watches something (the 51st `build` returns [`Error::Trigger`]), and a
+    /// runs for what is ready. On Linux each adds a nested epoll watch of the set, and the
+    /// kernel limits the wake-up paths from a watched descriptor through them: 100 pumps on
+    /// one set that watches something (the 101st `build` returns [`Error::Trigger`]), and a
     /// [`watch`](crate::Descriptors::watch) that would pass the limit is refused
-    /// (`InvalidInput`). Stay below it rather than probe it: a `build` refused at the limit
-    /// takes that room for a moment, and a set moving to a new kernel instance meanwhile (after
-    /// a descriptor was closed while watched) then fails to, and reports nothing until its next
-    /// change.
+    /// (`InvalidInput`).
     ///
     /// On Windows it takes a [`Descriptors`](crate::Descriptors) set (sockets): see
     /// [`run_on_readable`](Builder::run_on_readable) there. For a library that signals work

@@ -59,7 +59,11 @@ pub(crate) struct TriggerFd {
 impl TriggerFd {
     pub(crate) fn new(fd: impl AsFd) -> TriggerFd {
         let mut trigger = TriggerFd::owned(&fd);
-        if trigger.duplicate.is_ok() {
+        // A set given to the pump (`run_on_readable(&set)`) is watched through its own
+        // duplicate, as a loop's own set is: nothing to look up after each readiness (a set
+        // dropped by its owner is never readable again).
+        let a_set = super::set::is_a_live_set(fd.as_fd().as_raw_fd());
+        if trigger.duplicate.is_ok() && !a_set {
             trigger.origin = Origin::of(&fd);
         }
         trigger
@@ -87,7 +91,10 @@ impl TriggerFd {
             .map_err(|&kind| Error::Trigger(kind))?;
         let own = duplicate_past(duplicate, self.origin.as_ref())
             .map_err(|e| Error::Trigger(e.kind()))?;
-        let source = Async::new_nonblocking(own).map_err(|e| Error::Trigger(e.kind()))?;
+        let source = {
+            let _nesting = super::nesting();
+            Async::new_nonblocking(own).map_err(|e| Error::Trigger(e.kind()))?
+        };
         #[cfg(not(all(feature = "tokio", not(loom))))]
         let _ = tokio;
         Ok(Trigger {

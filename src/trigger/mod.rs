@@ -41,6 +41,20 @@ use std::future::Future;
 
 use crate::Error;
 
+/// Held while a set moves its registrations to a new kernel instance, and while a trigger is
+/// registered with a reactor. The kernel bounds the wake-up paths through nested epoll
+/// instances (a set is one, each pump given it adds a path), and a move takes the registrations
+/// out of the old instance before the new one joins: a pump registered in between would take
+/// the room the new instance needs, and the move would fail with nowhere left to watch them.
+/// Registrations are rare (a build, a driver's start on tokio) and a move is short.
+#[cfg(unix)]
+pub(crate) fn nesting() -> std::sync::MutexGuard<'static, ()> {
+    static NESTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    NESTING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// What wakes the pump for the set of a loop on its own thread.
 pub(crate) fn own_trigger(set: &Descriptors) -> Result<Trigger, Error> {
     #[cfg(unix)]

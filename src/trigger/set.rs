@@ -173,6 +173,33 @@ impl AsFd for Descriptors {
     }
 }
 
+/// The descriptors of the live sets' outer instances, by number: a pump given one of them
+/// ([`run_on_readable`](crate::Builder::run_on_readable)) watches its own duplicate of a set,
+/// whose identity needs no look-up entry (an extra nesting of the set, which would halve the
+/// pumps the kernel allows per set and take room a set's move needs).
+#[cfg(unix)]
+fn live_sets() -> MutexGuard<'static, std::collections::BTreeSet<RawDescriptor>> {
+    static LIVE: Mutex<std::collections::BTreeSet<RawDescriptor>> =
+        Mutex::new(std::collections::BTreeSet::new());
+    LIVE.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Whether `fd` is a live set's own descriptor (the caller holds the set, so the number cannot
+/// change hands meanwhile).
+#[cfg(unix)]
+pub(crate) fn is_a_live_set(fd: RawDescriptor) -> bool {
+    live_sets().contains(&fd)
+}
+
+#[cfg(unix)]
+impl Drop for Inner {
+    fn drop(&mut self) {
+        use std::os::fd::AsRawFd;
+        // Before the outer instance closes: its number is free only once it is out of the list.
+        live_sets().remove(&self.outer.as_fd().as_raw_fd());
+    }
+}
+
 impl Descriptors {
     /// An empty set.
     ///
@@ -216,6 +243,8 @@ impl Descriptors {
     /// ```
     pub fn new() -> io::Result<Descriptors> {
         let (outer, instance) = Outer::new()?;
+        #[cfg(unix)]
+        live_sets().insert(std::os::fd::AsRawFd::as_raw_fd(&outer.as_fd()));
         Ok(Descriptors {
             inner: Arc::new(Inner {
                 outer,
@@ -256,7 +285,7 @@ impl Descriptors {
     /// such as a regular file or `/dev/null`, `ELOOP` for the set itself, a set that watches
     /// this one, or an epoll instance that holds another one (the set nests two levels deep
     /// itself), `EINVAL` (`InvalidInput`) on Linux past the kernel's limit of wake-up paths
-    /// through nested epoll instances (50 pumps given the set, see
+    /// through nested epoll instances (100 pumps given the set, see
     /// [`run_on_readable`](crate::Builder::run_on_readable)); `EBADF` for a negative number,
     /// whatever the interest; on Windows `WSAENOTSOCK` for `INVALID_SOCKET`);
     /// the set is left as it was — but for registrations on a number the library closed
@@ -627,6 +656,8 @@ impl Descriptors {
         // nested epoll instances (each pump given the set adds its own), and with a few dozen
         // pumps the kernel refused the new one (`EINVAL`), leaving the old one with its
         // leftover always ready: every pump spun. Level-triggered, nothing ready is missed.
+        // No pump is registered meanwhile (see `nesting`).
+        let _nesting = super::nesting();
         for &fd in &moved {
             table.instance.delete(fd);
         }

@@ -37,10 +37,13 @@ impl TokioReadiness {
         // The safe constructor is deprecated (tokio#8587) for inner types whose `as_raw_fd` can
         // change or close under tokio; an `OwnedFd` owned by the registration cannot, so it is
         // sound here, and its `unsafe` replacement would be one more audited site for nothing.
+        let nesting = super::nesting();
         #[allow(deprecated)]
         let registered =
             std::panic::catch_unwind(|| AsyncFd::with_interest(own, Interest::READABLE))
-                .map_err(|_| io::ErrorKind::Unsupported)?;
+                .map_err(|_| io::ErrorKind::Unsupported);
+        drop(nesting);
+        let registered = registered?;
         Ok(registered.ok().map(|fd| TokioReadiness { fd }))
     }
 
