@@ -14,7 +14,7 @@ on_every_backend! {
         let fx = Arc::new(FakeLoop::new(1));
         rt.block_on(async {
             let pump = rt.pump(Pump::builder().interval(Duration::MAX), &fx);
-            let never = pump.wait_until(|| false).timeout(Duration::from_millis(30)).await;
+            let never = pump.wait_until(|| false).timeout(Duration::from_millis(200)).await;
             assert_eq!(never, Err(Error::TimedOut));
             assert_eq!(fx.stats().calls, 0, "a timer that never fires ran the loop");
             fx.arm_in(0, Duration::ZERO);
@@ -24,6 +24,9 @@ on_every_backend! {
                 .timeout(Duration::from_secs(10))
                 .await
                 .expect("kick still runs the loop");
+            let calls = fx.stats().calls;
+            pump.turn().await.expect("a turn still runs the loop");
+            assert!(fx.stats().calls > calls, "the turn made no run");
         });
     }
 
@@ -57,6 +60,8 @@ on_every_backend! {
             let before = pump.stats();
             pump.kick();
             pump.kick();
+            // What a kick would cause comes after it: given time to, nothing came.
+            async_io::Timer::after(Duration::from_millis(100)).await;
             assert_eq!(pump.stats(), before, "a kick changed a closed pump");
             assert_eq!(pump.turn().await, Err(Error::Closed));
             assert_eq!(fx.stats().calls, 0);

@@ -58,7 +58,9 @@ impl Interest {
     ///
     /// Not watched: priority data alone (`POLLPRI` without `POLLIN`: out-of-band bytes, a sysfs
     /// attribute that changed) on Linux, where `POLLPRI` waits for ordinary data as `POLLIN`
-    /// does; and `POLLRDNORM`, `POLLWRNORM` and the band bits, whose own `revents` bits the set
+    /// does — but where the set stands on `polling` (kqueue, event ports, and Linux built with
+    /// `--cfg ffi_pump_polling`), whose readability takes urgent data in, an out-of-band byte
+    /// alone is handed as readable (`POLLIN`) until a read passes its mark; and `POLLRDNORM`, `POLLWRNORM` and the band bits, whose own `revents` bits the set
     /// never sets (ask with `POLLIN` and `POLLOUT`).
     ///
     /// # Examples
@@ -235,7 +237,10 @@ impl Ready {
     /// left, then the end of the stream — and `POLLHUP` is a connection closed both ways. On
     /// Linux these are the kernel's own bits (epoll reports in them); on kqueue and event ports
     /// (and on Linux built with `--cfg ffi_pump_polling`, the form the crate's CI tests them on)
-    /// they are built from what `polling` reports, which has no `POLLHUP`.
+    /// they are built from what `polling` reports, which has no `POLLHUP` and counts an error, a
+    /// hang-up and urgent data as readable: a pending error on a registration that reads is
+    /// `POLLIN | POLLERR` there (poll(2): `POLLERR`), a pipe whose writer closed `POLLIN` (poll(2):
+    /// `POLLHUP`), an out-of-band byte alone `POLLIN` (poll(2): nothing).
     ///
     /// # Examples
     ///
