@@ -36,18 +36,24 @@ pub struct Response {
     pub status: u32,
     /// The body, as received.
     pub body: Vec<u8>,
-    /// The header lines, as received (`Name: value`, without line ends).
+    /// The header lines, as received (`Name: value`, without line ends; bytes that are not
+    /// UTF-8 replaced by U+FFFD), the status line of each response included: an informational
+    /// one's (`103 Early Hints`) come before the final response's.
     pub headers: Vec<String>,
 }
 
 impl Response {
-    /// The value of the first header named `name` (ASCII case-insensitive).
+    /// The value of the first header named `name` (ASCII case-insensitive) of the final
+    /// response, without the spaces and tabs around it.
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find_map(|line| {
+        let last_status = (self.headers.iter()).rposition(|line| line.starts_with("HTTP/"));
+        let own = &self.headers[last_status.map_or(0, |at| at + 1)..];
+        let blank = |c: char| c == ' ' || c == '\t';
+        own.iter().find_map(|line| {
             let (key, value) = line.split_once(':')?;
-            key.trim()
+            key.trim_matches(blank)
                 .eq_ignore_ascii_case(name)
-                .then_some(value.trim())
+                .then_some(value.trim_matches(blank))
         })
     }
 }
@@ -80,7 +86,7 @@ impl Handler for Body {
 
     fn header(&mut self, data: &[u8]) -> bool {
         let line = String::from_utf8_lossy(data);
-        let line = line.trim_end();
+        let line = line.trim_end_matches(['\r', '\n']);
         if !line.is_empty() {
             self.headers.push(line.to_string());
         }
@@ -242,6 +248,9 @@ impl Transfers {
             let Some((handle, completer)) = self.open.remove(&token) else {
                 continue;
             };
+            // Counted before the request is answered: its task may read it as it wakes.
+            let running = &self.counters.running;
+            running.store(self.open.len(), Ordering::SeqCst);
             completer.complete(match (self.multi.remove2(handle), result) {
                 (Ok(mut easy), Ok(())) => Ok(Response {
                     status: easy.response_code().unwrap_or(0),

@@ -3,7 +3,8 @@
 //!
 //! A Tcl interpreter and its notifier belong to the thread that created them, so the
 //! interpreter is the pump thread's state (`Builder::build_with_state`). `run_once` services
-//! every ready event (`Tcl_DoOneEvent(TCL_DONT_WAIT)` until none is left) and reports when the
+//! every ready event (`Tcl_DoOneEvent(TCL_DONT_WAIT)` until none is left, at most 100 000 a run:
+//! a script that keeps posting idle events delays the binding's timers) and reports when the
 //! next timer made through this binding is due, so the thread sleeps until then — no interval.
 //! Due by Tcl's own clock, the wall clock: set back, Tcl fires its timers that much later, and
 //! the thread wakes for them then.

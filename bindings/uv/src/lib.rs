@@ -150,7 +150,13 @@ impl Loop {
         // SAFETY: as above. -1: no timer is due; 0: run again at once (closing handles).
         let timeout = unsafe { ffi::uv_backend_timeout(self.raw) };
         let timeout = u64::try_from(timeout).ok()?;
-        Some(Instant::now() + Duration::from_millis(timeout))
+        // Due at a whole millisecond of libuv's clock (`uv_hrtime`, as `Instant` reads it):
+        // woken when that clock gets there, not a whole timeout after now, which would add
+        // what the loop's cached clock lags behind (up to a millisecond, and the run).
+        // SAFETY: as above.
+        let (loop_ms, now_ns) = unsafe { (ffi::uv_now(self.raw), ffi::uv_hrtime()) };
+        let due_ns = loop_ms.saturating_add(timeout).saturating_mul(1_000_000);
+        Some(Instant::now() + Duration::from_nanos(due_ns.saturating_sub(now_ns)))
     }
 }
 
@@ -190,7 +196,8 @@ impl Uv {
 
     /// Starts a uv timer `delay` from now and waits for its callback, giving up after `timeout`
     /// (the timer is then stopped and closed in libuv). It never fires before `delay`: libuv
-    /// counts whole milliseconds, so it may fire up to one after.
+    /// counts whole milliseconds, so it may fire up to one after, and the wake-up's own latency
+    /// on top.
     pub async fn sleep(&self, delay: Duration, timeout: Duration) -> Result<Fired, Error> {
         let fired = self
             .uv
