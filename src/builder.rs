@@ -205,10 +205,12 @@ impl Builder {
     /// kernel limits the wake-up paths from a watched descriptor through them: 100 pumps on
     /// one set that watches something (the 101st `build` returns [`Error::Trigger`]), and a
     /// [`watch`](crate::Descriptors::watch) that would pass the limit is refused
-    /// (`InvalidInput`). The paths are counted per watched descriptor: sets that each watch one
-    /// descriptor share that limit too. A dropped pump lets go of its set's nesting as its
-    /// driver ends, at the driver task's next poll: pumps made and dropped in a tight loop
-    /// count until then.
+    /// (`InvalidInput`). A pump with [`tokio_readiness`](Builder::tokio_readiness) watches the
+    /// set from tokio's reactor too and counts about twice (51 of those fit), as does one given
+    /// a duplicate of the set's descriptor rather than the set. The paths are counted per
+    /// watched descriptor: sets that each watch one descriptor share the limit too. A dropped
+    /// pump lets go of its set's nesting as its driver ends, at the driver task's next poll:
+    /// pumps made and dropped in a tight loop count until then.
     ///
     /// On Windows it takes a [`Descriptors`](crate::Descriptors) set (sockets): see
     /// [`run_on_readable`](Builder::run_on_readable) there. For a library that signals work

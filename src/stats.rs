@@ -44,7 +44,8 @@ pub struct Stats {
     /// [`Kicker::kick`](crate::Kicker::kick), and those a [`LoopHandle`](crate::LoopHandle)'s
     /// calls, posts and cancels make to wake the loop's thread — and a
     /// [`turn`](crate::Pump::turn) of a loop on its own thread, which asks that thread for its
-    /// run the same way.
+    /// run the same way; and a [`Subscription`](crate::Subscription) that has room again after
+    /// its library's emit was refused.
     pub kicks: u64,
     /// Whether `run_once` has panicked (the pump is then also closed), or the `Drop` of the
     /// loop's state or of what `run_once` captured did.

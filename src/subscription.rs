@@ -36,8 +36,9 @@ struct ChannelState<V> {
     /// too, with nothing more to come — or is dropped, as a wait is: the pump keeps its timers
     /// for it meanwhile, polled or not.
     pending: Option<Pending>,
-    /// A value was handed back for want of room since the stream last took one: taking one
-    /// kicks the pump, so a library that keeps its refused values for its next run gets one.
+    /// A value was handed back for want of room: once the stream has taken enough to leave
+    /// half the room free, it kicks the pump, so a library that keeps its refused values for its
+    /// next run gets one.
     refused: bool,
 }
 
@@ -168,8 +169,9 @@ impl<V> Emitter<V> {
     ///
     /// Hands `value` back if the subscription holds its capacity's worth of values not yet
     /// taken (the library decides: drop it, keep it and try again at its next run, or stop
-    /// reading from C for a while; once the stream takes a value after such a refusal, the pump
-    /// runs the loop, as for a kick, so a loop that waits for nothing else gets that run), or if the subscription takes no more values: it was dropped
+    /// reading from C for a while; once the stream has taken enough after such a refusal to
+    /// leave half its capacity free, the pump runs the loop, as for a kick, so a loop that waits
+    /// for nothing else gets that run), or if the subscription takes no more values: it was dropped
     /// (its stop is then on its way to the loop's thread, and runs whatever the library does
     /// with this emitter after), or its pump closed (the stream ends with the close reason,
     /// after the values emitted before; see [`is_open`](Emitter::is_open)).
@@ -388,7 +390,13 @@ impl<V: Send + 'static> Stream for Subscription<V> {
             let step = {
                 let mut state = lock(&self.channel.state);
                 if let Some(value) = state.values.pop_front() {
-                    Step::Value(value, std::mem::take(&mut state.refused))
+                    // Once half the room is free: the library's next run refills it in one go,
+                    // not one value per run.
+                    let room = state.refused && state.values.len() <= self.channel.capacity / 2;
+                    if room {
+                        state.refused = false;
+                    }
+                    Step::Value(value, room)
                 } else if state.emitter_gone {
                     // Ended by the library: a clean end, whatever happened to the pump since.
                     state.subscriber_gone = true;

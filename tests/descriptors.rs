@@ -835,13 +835,11 @@ mod closed_first {
             .expect("registered, not waited on");
         drop(socket);
         let before = set.watched();
-        // Another test's thread may take the number meanwhile; then there is nothing to refuse.
+        // Another test's thread may take the number meanwhile: then there may be nothing to
+        // refuse, or a refusal for what took it (an epoll instance past the nesting limit, say);
+        // whatever refused the watch, the set is left as it was.
         if let Err(err) = set.watch(fd, Interest::READABLE, 2) {
-            assert_eq!(
-                err.raw_os_error(),
-                Some(rustix::io::Errno::BADF.raw_os_error())
-            );
-            assert_eq!(set.watched(), before, "the set is left as it was");
+            assert_eq!(set.watched(), before, "the set is left as it was ({err})");
         }
     }
 

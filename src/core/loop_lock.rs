@@ -269,6 +269,7 @@ impl<'a> LoopGuard<'a> {
             clock.checked();
             (outcome, round)
         };
+        let outcome = outcome.map_err(crate::unwind::forget_payload);
         if outcome.is_err() {
             core.fail(Error::Panicked);
         }

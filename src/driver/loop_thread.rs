@@ -71,7 +71,10 @@ where
                     None
                 }
                 Ok(Err(error)) => Some(Error::Factory(error.into())),
-                Err(_) => Some(Error::Panicked),
+                Err(payload) => {
+                    crate::unwind::forget_payload(payload);
+                    Some(Error::Panicked)
+                }
             };
             if let Some(why) = failed {
                 return fail(&core, &made, why);

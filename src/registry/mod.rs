@@ -784,6 +784,9 @@ impl Registry {
         self.unmark(swept);
         // Marked but not in the slab (among the arrivals): a pass takes them out, not a sweep.
         self.unswept.store(self.marked.load(Relaxed), Relaxed);
+        // A pass that uncounted marks between that load and the store lowered `unswept` before
+        // it: lowered again here, or the next sweep would wait for that many more.
+        self.unswept.fetch_min(self.marked.load(Relaxed), Relaxed);
         drop_removed(removed);
         // A close that found the slab busy left emptying it to its holder (see `abandon`):
         // this sweep, which holds no loop lock whose guard would look.

@@ -32,10 +32,14 @@ impl Origin {
     fn of(fd: &impl AsFd) -> Option<Origin> {
         let fd = fd.as_fd().as_raw_fd();
         let file = FileId::of(fd)?;
+        // Nests what it watches (a set's duplicate, say): not while a set moves (see `nesting`).
         let entry = (!file.is_a_socket())
             .then(Instance::new)
             .and_then(Result::ok)
-            .filter(|entry| entry.control(true, fd, 0, Interest::READABLE).is_ok())
+            .filter(|entry| {
+                let _nesting = super::nesting();
+                entry.control(true, fd, 0, Interest::READABLE).is_ok()
+            })
             .map(Arc::new);
         Some(Origin { fd, file, entry })
     }

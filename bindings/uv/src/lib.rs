@@ -104,8 +104,9 @@ impl Loop {
         // Read first: the due time it gives is no later than libuv's (as far as an `Instant`
         // goes: past that, libuv's timeout saturates too).
         let due = Instant::now() + delay.min(Duration::from_millis(u64::MAX));
-        // SAFETY: this thread owns the loop; `uv_hrtime` reads the clock `Instant` and
-        // `uv_update_time` read (CLOCK_MONOTONIC), in nanoseconds.
+        // SAFETY: this thread owns the loop; `uv_hrtime` reads the clock `Instant` reads
+        // (CLOCK_MONOTONIC), in nanoseconds; `uv_update_time` reads it too, or its coarse form,
+        // which lags it (by up to a kernel tick) and so only makes the timer later.
         let (loop_ms, now_ns) = unsafe {
             ffi::uv_update_time(self.raw);
             (ffi::uv_now(self.raw), ffi::uv_hrtime())
@@ -150,13 +151,20 @@ impl Loop {
         // SAFETY: as above. -1: no timer is due; 0: run again at once (closing handles).
         let timeout = unsafe { ffi::uv_backend_timeout(self.raw) };
         let timeout = u64::try_from(timeout).ok()?;
-        // Due at a whole millisecond of libuv's clock (`uv_hrtime`, as `Instant` reads it):
-        // woken when that clock gets there, not a whole timeout after now, which would add
-        // what the loop's cached clock lags behind (up to a millisecond, and the run).
+        // Due at a whole millisecond of the loop's clock: woken when `uv_hrtime` (as `Instant`
+        // reads it) gets there, not a whole timeout after now, which would add what the loop's
+        // cached clock lags behind (up to a millisecond, and the run). Where libuv's clock is
+        // the kernel's coarse one, which lags `uv_hrtime` by up to a tick, a timer can still
+        // be ahead when `uv_hrtime` is past it: then the whole timeout, as libuv counts it, so
+        // the thread does not run the loop again and again until the coarse clock ticks.
         // SAFETY: as above.
         let (loop_ms, now_ns) = unsafe { (ffi::uv_now(self.raw), ffi::uv_hrtime()) };
         let due_ns = loop_ms.saturating_add(timeout).saturating_mul(1_000_000);
-        Some(Instant::now() + Duration::from_nanos(due_ns.saturating_sub(now_ns)))
+        let wait = match due_ns.saturating_sub(now_ns) {
+            0 if timeout > 0 => Duration::from_millis(timeout),
+            ns => Duration::from_nanos(ns),
+        };
+        Some(Instant::now() + wait)
     }
 }
 
