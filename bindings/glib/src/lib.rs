@@ -199,8 +199,14 @@ impl Sources {
 
     /// Waits until source `id` fired; when it did. A wait that gives up (times out) removes
     /// the source from the context: a later source under the id is never answered with its fire.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `id` is out of range (no source can fire under it), as [`add`](Sources::add)
+    /// does.
     pub async fn fired(&self, id: u32, timeout: Duration) -> Result<Instant, Error> {
         let waited_for = lock(&self.slots).get(id as usize).map(|slot| slot.attached);
+        assert!(waited_for.is_some(), "source id {id} out of range");
         let fired = self.pump.wait_key(&self.fired, id).timeout(timeout).await;
         if fired == Err(Error::TimedOut) {
             let mut slots = lock(&self.slots);

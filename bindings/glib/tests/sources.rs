@@ -239,3 +239,12 @@ fn a_refused_second_wait_leaves_the_first_waits_source_alone() {
         assert!(first.await.is_ok(), "the first wait's source fired");
     });
 }
+
+/// A wait for an id no source can have panics at once, as attaching one does, rather than wait
+/// out its timeout for a fire that cannot come.
+#[test]
+#[should_panic(expected = "out of range")]
+fn waiting_for_an_id_out_of_range_panics() {
+    let sources = Sources::new(1).expect("pump thread");
+    let _ = smol::block_on(sources.fired(1, Duration::from_secs(60)));
+}
