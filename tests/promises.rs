@@ -28,6 +28,18 @@ async fn hold_the_loop_thread<S: 'static>(
     (gate, busy)
 }
 
+/// A loop on its own thread with no state, whose runs do nothing.
+fn idle_loop() -> (Pump, ffi_pump::LoopHandle<()>) {
+    Pump::builder()
+        .build_with_state(|_| Ok(()), |_, _| None)
+        .expect("pump thread starts")
+}
+
+/// Drops `value` as a cancelled task's drop would: whether a panic came out of it.
+fn drop_lets_a_panic_out<T>(value: T) -> bool {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(value))).is_err()
+}
+
 /// Sets its flag, then panics, when dropped.
 struct Bomb(Arc<AtomicBool>);
 
@@ -130,9 +142,7 @@ on_every_backend! {
     // 3. A cancel that panics still lets go of its key: the next wait on it gets its value.
     fn issue_21_a_panicking_cancel_frees_its_key(rt: Rt) {
         rt.block_on(async {
-            let (pump, handle) = Pump::builder()
-                .build_with_state(|_| Ok(()), |_, _| None)
-                .expect("pump thread starts");
+            let (pump, handle) = idle_loop();
             let table = Completions::<u32, u32>::new();
             let outcome = handle
                 .submit(&table, 7, |_| {}, |_| panic!("a cancel that panics (expected by this test)"))
@@ -238,9 +248,7 @@ on_every_backend! {
             eventually("both checks were dropped", || bombs.iter().all(|b| b.load(SeqCst))).await;
             assert!(!pump.stats().panicked);
 
-            let (pump, handle) = Pump::builder()
-                .build_with_state(|_| Ok(()), |_, _| None)
-                .expect("pump thread starts");
+            let (pump, handle) = idle_loop();
             // The loop's thread kept busy, so the next two calls stay queued.
             let (gate, busy) = hold_the_loop_thread(&handle).await;
             let (call_dropped, post_dropped) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
@@ -288,9 +296,7 @@ on_every_backend! {
             .await;
             assert_eq!(in_check, Ok(Err(Error::Reentrant)));
 
-            let (on_thread, handle) = Pump::builder()
-                .build_with_state(|_| Ok(()), |_, _| None)
-                .expect("pump thread starts");
+            let (on_thread, handle) = idle_loop();
             let probe = on_thread.clone();
             let in_call = within(
                 "a call awaiting closed()",
@@ -402,9 +408,7 @@ on_every_backend! {
                     cancels.fetch_add(1, SeqCst);
                 }
             };
-            let (pump, handle) = Pump::builder()
-                .build_with_state(|_| Ok(()), |_, _| None)
-                .expect("pump thread starts");
+            let (pump, handle) = idle_loop();
             let table = Completions::<u32, u32>::new();
 
             // Another wait's key: an unpolled second submit on it, dropped, leaves it alone.
@@ -434,9 +438,7 @@ on_every_backend! {
             assert_eq!(cancels.load(SeqCst), 0, "a completed key is not cancelled");
 
             // `start` dropped unrun at the close: nothing to cancel.
-            let (pump, handle) = Pump::builder()
-                .build_with_state(|_| Ok(()), |_, _| None)
-                .expect("pump thread starts");
+            let (pump, handle) = idle_loop();
             let (gate, busy) = hold_the_loop_thread(&handle).await;
             let started = Arc::new(AtomicBool::new(false));
             let flag = started.clone();
@@ -458,9 +460,7 @@ on_every_backend! {
     // does not cost the calls queued after it.
     fn issue_21_a_panicking_drop_of_a_calls_value_spares_the_rest_of_the_batch(rt: Rt) {
         rt.block_on(async {
-            let (pump, handle) = Pump::builder()
-                .build_with_state(|_| Ok(()), |_, _| None)
-                .expect("pump thread starts");
+            let (pump, handle) = idle_loop();
             let (gate, busy) = hold_the_loop_thread(&handle).await;
             let dropped = Arc::new(AtomicBool::new(false));
             let flag = dropped.clone();
@@ -968,9 +968,7 @@ fn a_panicking_drop_of_a_closure_on_a_closed_pump_or_in_a_wait_stays_out_of_the_
             "a wait on a closed pump"
         );
 
-        let (pump, handle) = Pump::builder()
-            .build_with_state(|_| Ok(()), |_, _| None)
-            .expect("pump thread starts");
+        let (pump, handle) = idle_loop();
         pump.close();
         pump.closed().await.expect("closed");
         let armed = bomb();
@@ -997,9 +995,7 @@ fn a_panicking_drop_of_a_closure_on_a_closed_pump_or_in_a_wait_stays_out_of_the_
         assert_eq!(request.await, Err(Error::Closed));
 
         // Refused for its key (the first wait holds it), on an open pump.
-        let (_pump, handle) = Pump::builder()
-            .build_with_state(|_| Ok(()), |_, _| None)
-            .expect("pump thread starts");
+        let (_pump, handle) = idle_loop();
         let table = ffi_pump::Completions::<u8, u8>::new();
         let first = handle.submit(&table, 1, |_| {}, |_| {});
         let (armed, also_armed) = (bomb(), bomb());
@@ -1093,9 +1089,7 @@ fn waits_end_with_closed_when_run_onces_drop_panics_after_a_close() {
 #[test]
 fn a_value_answering_a_request_that_gave_up_is_dropped_with_its_panic_caught() {
     futures_lite::future::block_on(async {
-        let (pump, handle) = Pump::builder()
-            .build_with_state(|_| Ok(()), |_, _| None)
-            .expect("pump thread starts");
+        let (pump, handle) = idle_loop();
         let (started, completer) = std::sync::mpsc::channel();
         let mut request = Box::pin(handle.request(
             move |_, done: ffi_pump::Completer<Bomb>| started.send(done).expect("the test waits"),
@@ -1174,16 +1168,16 @@ fn a_value_answering_a_request_whose_cancel_ran_does_not_end_the_pump() {
 #[test]
 fn an_answered_call_dropped_unpolled_drops_its_value_with_its_panic_caught() {
     futures_lite::future::block_on(async {
-        let (pump, handle) = Pump::builder()
-            .build_with_state(|_| Ok(()), |_, _| None)
-            .expect("pump thread starts");
+        let (pump, handle) = idle_loop();
         let dropped = Arc::new(AtomicBool::new(false));
         let bomb = Bomb(dropped.clone());
         let call = handle.call(move |_| bomb);
         // Calls run in order: once this one is answered, the first was too.
         assert_eq!(within("a call", handle.call(|_| ())).await, Ok(()));
-        let dropping = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(call)));
-        assert!(dropping.is_ok(), "the panic came out of the call's drop");
+        assert!(
+            !drop_lets_a_panic_out(call),
+            "the panic came out of the call's drop"
+        );
         assert!(dropped.load(SeqCst), "the value was dropped");
         drop(pump);
     });
@@ -1211,8 +1205,10 @@ fn a_value_a_check_found_for_a_wait_dropped_unpolled_is_dropped_with_its_panic_c
         // The next round's checks are done once it returns: the value waits in the wait.
         within("a turn", pump.turn()).await.expect("a turn");
         assert!(!dropped.load(SeqCst), "found, not dropped yet");
-        let dropping = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(wait)));
-        assert!(dropping.is_ok(), "the panic came out of the wait's drop");
+        assert!(
+            !drop_lets_a_panic_out(wait),
+            "the panic came out of the wait's drop"
+        );
         assert!(dropped.load(SeqCst), "the value was dropped");
     });
 }
@@ -1223,9 +1219,7 @@ fn a_value_a_check_found_for_a_wait_dropped_unpolled_is_dropped_with_its_panic_c
 #[test]
 fn a_start_panic_nobody_takes_is_dropped_with_its_own_panic_caught() {
     futures_lite::future::block_on(async {
-        let (pump, handle) = Pump::builder()
-            .build_with_state(|_| Ok(()), |_, _| None)
-            .expect("pump thread starts");
+        let (pump, handle) = idle_loop();
         let dropped = Arc::new(AtomicBool::new(false));
         let bomb = Bomb(dropped.clone());
         let request = handle.request(
@@ -1321,9 +1315,7 @@ fn a_pump_that_keeps_deadlines_counts_no_skipped_ticks() {
 #[test]
 fn closed_polled_again_after_it_ended_inside_its_pump_panics() {
     use std::future::Future;
-    let (pump, handle) = Pump::builder()
-        .build_with_state(|_| Ok(()), |_, _| None)
-        .expect("pump thread starts");
+    let (pump, handle) = idle_loop();
     let closed = Arc::new(Mutex::new(Box::pin(pump.closed())));
     let polling = closed.clone();
     let first = futures_lite::future::block_on(within(
@@ -1350,9 +1342,7 @@ fn closed_polled_again_after_it_ended_inside_its_pump_panics() {
 #[test]
 fn a_submit_on_a_closed_pump_ends_with_the_close_and_leaves_the_table_as_it_is() {
     futures_lite::future::block_on(async {
-        let (pump, handle) = Pump::builder()
-            .build_with_state(|_| Ok(()), |_, _| None)
-            .expect("pump thread starts");
+        let (pump, handle) = idle_loop();
         let table = Completions::new();
         table.complete(1, 9);
         pump.close();
