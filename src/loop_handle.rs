@@ -307,7 +307,8 @@ pub(crate) struct Started(Arc<StartedState>);
 #[derive(Default)]
 struct StartedState {
     ran: AtomicBool,
-    panic: crate::sync::Mutex<Option<Box<dyn std::any::Any + Send>>>,
+    /// Dropped caught if nobody resumes it: the wait that would may be dropped unpolled.
+    panic: crate::sync::Mutex<Option<crate::unwind::DropCaught<Box<dyn std::any::Any + Send>>>>,
 }
 
 impl Started {
@@ -317,12 +318,18 @@ impl Started {
 
     /// Keeps the panic `start` ended with, for the awaiting task.
     fn keep_panic(&self, panic: Box<dyn std::any::Any + Send>) {
-        *crate::sync::lock(&self.0.panic) = Some(panic);
+        let panic = Some(crate::unwind::DropCaught::new(panic));
+        // What was kept before (none: `start` runs once) goes after the lock.
+        drop(std::mem::replace(
+            &mut *crate::sync::lock(&self.0.panic),
+            panic,
+        ));
     }
 
     /// The panic `start` ended with, once.
     pub(crate) fn take_panic(&self) -> Option<Box<dyn std::any::Any + Send>> {
-        crate::sync::lock(&self.0.panic).take()
+        let panic = crate::sync::lock(&self.0.panic).take();
+        panic.map(crate::unwind::DropCaught::into_inner)
     }
 
     /// `start`, marking this as it runs; a panic in it is caught and handed to `panicked`.

@@ -1358,3 +1358,38 @@ fn a_submit_on_a_closed_pump_ends_with_the_close_and_leaves_the_table_as_it_is()
         assert_eq!(table.take(&1), Some(9), "the value was taken");
     });
 }
+
+/// A `submit` whose `start` panicked with a payload whose drop panics, its wait dropped
+/// unpolled: whichever holder lets go of the kept panic last — the wait, or its cancel on the
+/// loop's thread — drops it with its panic caught. Found by a probe of the fixes above: the
+/// wait's drop let it out about once in 40 (a process abort when the caller was unwinding
+/// already).
+#[test]
+fn a_submit_start_panic_nobody_resumes_is_dropped_with_its_own_panic_caught() {
+    futures_lite::future::block_on(async {
+        let (pump, handle) = idle_loop();
+        let table = Completions::<u32, ()>::new();
+        let (mut escaped, dropped) = (0, Arc::new(AtomicUsize::new(0)));
+        for key in 0..400 {
+            let bomb = Counted(dropped.clone());
+            let wait = handle.submit(&table, key, move |_| std::panic::panic_any(bomb), |_| {});
+            // Calls run in order: once this one is answered, the start ran.
+            assert_eq!(within("a call", handle.call(|_| ())).await, Ok(()));
+            escaped += usize::from(drop_lets_a_panic_out(wait));
+        }
+        assert_eq!(escaped, 0, "payload panics let out of a wait's drop");
+        assert_eq!(within("a call after", handle.call(|_| 1)).await, Ok(1));
+        eventually("every payload dropped", || dropped.load(SeqCst) == 400).await;
+        drop(pump);
+    });
+}
+
+/// Counts itself, then panics, when dropped.
+struct Counted(Arc<AtomicUsize>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, SeqCst);
+        panic!("a Drop that panics (expected by this test)");
+    }
+}

@@ -716,6 +716,11 @@ impl Descriptors {
         asked: Interest,
         force: bool,
     ) -> io::Result<()> {
+        // A descriptor added to (or changed in) an instance nested in reactors takes room under
+        // the kernel's nesting limits: not while any set moves (see `nesting`), this one's or
+        // another's watching the same descriptor.
+        #[cfg(unix)]
+        let _nesting = super::nesting();
         let Table {
             instance,
             fds,
