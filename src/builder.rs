@@ -291,7 +291,9 @@ impl Builder {
     ///         }
     ///         None // the library's own deadline, if it has one
     ///     })?;
-    /// # drop(socket);
+    /// // The library's part: a socket leaves the set before it is closed.
+    /// descriptors.unwatch(1)?;
+    /// drop(socket);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[cfg(windows)]

@@ -64,9 +64,12 @@ use super::ready::{Interest, RawDescriptor, Ready};
 /// itself, and for a set given to [`run_on_readable`](crate::Builder::run_on_readable) the pump
 /// keeps a thread that does. What the sleep found is handed by the next call of
 /// [`ready`](Descriptors::ready) (with what the port has ready then); call it from the loop
-/// (`run_once`), as the examples do. Unwatch a socket there before closing it: under wine, a
-/// socket closed while watched hangs the port's wait inside `polling` (a lock it takes twice),
-/// and a new socket under a closed one's number is not told from it (features.md, "Platforms").
+/// (`run_once`), as the examples do. Unwatch a socket there before closing it: under wine (and
+/// likely on Windows, whose local-close report takes the same path), a socket closed while
+/// watched hangs the port's wait inside `polling` (a lock it takes twice) — the loop's own
+/// thread then for good; a `run_on_readable` pump's drop leaves its port thread behind after a
+/// second rather than hang — and a new socket under a closed one's number is not told from it
+/// (features.md, "Platforms").
 ///
 /// # Examples
 ///

@@ -9,9 +9,10 @@ use std::future::{poll_fn, Future};
 use std::io;
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use super::kernel::Port;
 use super::Descriptors;
@@ -32,15 +33,27 @@ struct Sleeper {
     stop: Arc<AtomicBool>,
     port: Arc<Port>,
     thread: Option<JoinHandle<()>>,
+    /// Disconnected as the thread ends (in a mutex only to be `Sync`).
+    ended: Mutex<mpsc::Receiver<()>>,
 }
+
+/// How long the drop of a pump waits for its port thread to end before it leaves it behind.
+const SLEEPER_GRACE: Duration = Duration::from_secs(1);
 
 impl Drop for Sleeper {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
         // It sleeps on the port or waits for a run to take reports: both end now.
         self.port.wake_to_stop();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+        // Joined once it ended — but not waited for beyond a grace: `polling`'s IOCP backend
+        // can deadlock in the port's wait on the local close of a socket still watched (see
+        // `Descriptors`, "The library's part"), and a pump's drop must not hang for it. Left
+        // behind, the thread holds only the port.
+        let ended = self.ended.get_mut().unwrap_or_else(PoisonError::into_inner);
+        if let Err(mpsc::RecvTimeoutError::Disconnected) = ended.recv_timeout(SLEEPER_GRACE) {
+            if let Some(thread) = self.thread.take() {
+                let _ = thread.join();
+            }
         }
     }
 }
@@ -60,9 +73,13 @@ impl TriggerSet {
         let port = self.0.port();
         let stop = Arc::new(AtomicBool::new(false));
         let (sleeps, stopped) = (port.clone(), stop.clone());
+        let (ending, ended) = mpsc::channel::<()>();
         let thread = std::thread::Builder::new()
             .name("ffi-pump-set".into())
-            .spawn(move || sleeps.sleep_while(&stopped))
+            .spawn(move || {
+                let _ending = ending;
+                sleeps.sleep_while(&stopped);
+            })
             .map_err(|err| Error::Trigger(err.kind()))?;
         Ok(Trigger {
             port: port.clone(),
@@ -71,6 +88,7 @@ impl TriggerSet {
                 stop,
                 port: port.clone(),
                 thread: Some(thread),
+                ended: Mutex::new(ended),
             }),
         })
     }
