@@ -620,3 +620,37 @@ fn pumps_that_share_a_set_given_to_run_on_readable_each_close() {
         );
     }
 }
+
+/// Dropping a pump given a set returns also when a socket was closed while watched as the
+/// pump's port thread slept (under wine that thread hangs inside `polling`, a lock taken twice,
+/// and the drop waited for it for ever — also in `run_on_readable`'s own example). Found by a
+/// Windows probe. On Unix the same steps pass through the reactor.
+#[test]
+fn dropping_a_pump_returns_after_a_socket_was_closed_while_watched() {
+    let (done, outcome) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let (socket, _peer) = tcp_pair();
+        let set = Descriptors::new().expect("set");
+        set.watch(raw(&socket), Interest::READABLE, 1)
+            .expect("watch");
+        let handed = set.clone();
+        let pump = Pump::builder()
+            .run_on_readable(&set)
+            .build(move || {
+                let _ = handed.ready();
+                None::<Instant>
+            })
+            .expect("pump");
+        // Time for the pump's thread (on Windows) to go to sleep on the set's port, which
+        // nothing outside it can see: the hazard this test makes, not what it waits for.
+        std::thread::sleep(Duration::from_millis(20));
+        drop(socket);
+        drop(pump);
+        let _ = done.send(());
+    });
+    assert_eq!(
+        outcome.recv_timeout(HANG),
+        Ok(()),
+        "the pump's drop did not return"
+    );
+}
