@@ -67,9 +67,10 @@ use super::ready::{Interest, RawDescriptor, Ready};
 /// (`run_once`), as the examples do. Unwatch a socket there before closing it: under wine (and
 /// likely on Windows, whose local-close report takes the same path), a socket closed while
 /// watched hangs the port's wait inside `polling` (a lock it takes twice) — the loop's own
-/// thread then for good; a `run_on_readable` pump's drop leaves its port thread behind after a
-/// second rather than hang — and a new socket under a closed one's number is not told from it
-/// (features.md, "Platforms").
+/// thread then for good, and the set reports nothing more to anyone (its port's wait is the
+/// stuck one); a `run_on_readable` pump's drop, wherever it happens, waits a second for its
+/// stuck port thread and leaves it behind rather than hang — and a new socket under a closed
+/// one's number is not told from it (features.md, "Platforms").
 ///
 /// # Examples
 ///
@@ -719,11 +720,6 @@ impl Descriptors {
         asked: Interest,
         force: bool,
     ) -> io::Result<()> {
-        // A descriptor added to (or changed in) an instance nested in reactors takes room under
-        // the kernel's nesting limits: not while any set moves (see `nesting`), this one's or
-        // another's watching the same descriptor.
-        #[cfg(unix)]
-        let _nesting = super::nesting();
         let Table {
             instance,
             fds,
@@ -743,7 +739,14 @@ impl Descriptors {
         };
         match (before.is_empty(), asked.is_empty()) {
             (true, true) => {}
-            (true, false) => instance.control(true, fd, key, asked)?,
+            (true, false) => {
+                // A descriptor added to an instance nested in reactors takes room under the
+                // kernel's nesting limits (only an add is counted): not while any set moves (see
+                // `nesting`), this one or another watching the same descriptor.
+                #[cfg(unix)]
+                let _nesting = super::nesting();
+                instance.control(true, fd, key, asked)?
+            }
             // The port knows a socket by its number alone, and its entry may be a closed
             // socket's (closed without unwatching, its poll failed or ended), which a change
             // would only modify: handed again, the number is given to the port anew, as the

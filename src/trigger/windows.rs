@@ -47,8 +47,9 @@ impl Drop for Sleeper {
         self.port.wake_to_stop();
         // Joined once it ended — but not waited for beyond a grace: `polling`'s IOCP backend
         // can deadlock in the port's wait on the local close of a socket still watched (see
-        // `Descriptors`, "The library's part"), and a pump's drop must not hang for it. Left
-        // behind, the thread holds only the port.
+        // `Descriptors`), and a pump's drop must not hang for it. Left behind, the thread holds
+        // the port (which it leaks, and whose wait it keeps: the set reports nothing more) and
+        // no part of the pump.
         let ended = self.ended.get_mut().unwrap_or_else(PoisonError::into_inner);
         if let Err(mpsc::RecvTimeoutError::Disconnected) = ended.recv_timeout(SLEEPER_GRACE) {
             if let Some(thread) = self.thread.take() {
