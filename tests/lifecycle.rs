@@ -590,3 +590,47 @@ mod close_races {
         }
     }
 }
+
+/// A broadcast wait polled once while a run holds the loop lock, then kept but never polled
+/// again (it lost a `select!`, its executor is no longer driven), does not take the lock's
+/// releases with it: a close during that run completes. Found by a shutdown probe: the lock
+/// handed the release to one waiter, this one, and `closed()` (and the driver) queued behind it
+/// waited for ever (7 of 7 runs).
+#[test]
+fn a_wait_kept_unpolled_while_it_queued_for_the_loop_lock_holds_nothing_up() {
+    use std::sync::atomic::AtomicBool;
+    let running = Arc::new(AtomicBool::new(false));
+    let in_run = running.clone();
+    let pump = Pump::builder()
+        .strategy(ffi_pump::Strategy::Broadcast)
+        .interval(Duration::from_millis(1))
+        .build(move || {
+            in_run.store(true, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(40));
+            in_run.store(false, Ordering::SeqCst);
+        })
+        .expect("valid settings");
+    pump.spawn_on(ffi_pump::Backend::Thread).expect("a thread");
+    futures_lite::future::block_on(async {
+        // A wait that keeps the pump running, polled elsewhere.
+        let waiting = pump.clone();
+        let _kept = std::thread::spawn(move || {
+            async_io::block_on(
+                waiting
+                    .wait_until(|| false)
+                    .timeout(Duration::from_secs(30)),
+            )
+        });
+        common::eventually("a run in progress", || running.load(Ordering::SeqCst)).await;
+        // Queued for the lock behind that run, then never polled again.
+        let mut parked = Box::pin(pump.wait_until(|| false));
+        assert!(futures_lite::future::poll_once(parked.as_mut())
+            .await
+            .is_none());
+        pump.close();
+        common::within("closed", pump.closed())
+            .await
+            .expect("closed");
+        drop(parked);
+    });
+}

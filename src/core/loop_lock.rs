@@ -35,15 +35,11 @@ pub(crate) enum Runner {
 /// wants to run or check, and awaited by waits that must check.
 pub(crate) struct LoopLock {
     mutex: Arc<Mutex<Runner>>,
-    /// Under loom: "the loop lock was let go", for [`LoopLock::lock`].
-    #[cfg(loom)]
+    /// "The loop lock was let go", told to everyone waiting for it ([`LoopLock::lock`]).
     released: Arc<event_listener::Event>,
 }
 
 /// The future of [`LoopLock::lock`]: the raw guard, to be wrapped with [`LoopGuard::new`].
-#[cfg(not(loom))]
-pub(crate) type Lock = async_lock::futures::LockArc<Runner>;
-#[cfg(loom)]
 pub(crate) type Lock = std::pin::Pin<Box<dyn std::future::Future<Output = RawGuard> + Send>>;
 
 /// The mutex's own guard, as [`LoopLock::lock`] makes it; only a [`LoopGuard`] holds one.
@@ -88,33 +84,30 @@ impl LoopLock {
     pub(crate) fn new(runner: Runner) -> LoopLock {
         LoopLock {
             mutex: Arc::new(Mutex::new(runner)),
-            #[cfg(loom)]
             released: Arc::new(event_listener::Event::new()),
         }
     }
 
-    /// Waits for the lock: async-lock's `lock_arc`.
+    /// Waits for the lock: `try_lock_arc`, retried each time the lock is let go.
     ///
-    /// Under loom, `try_lock_arc` retried on every release stands in: async-lock's slow path
-    /// turns to its fair mode once 500 µs of wall-clock time have passed, which loom cannot
-    /// replay, so a model waiting there is not deterministic. Every release goes through
-    /// [`LoopGuard`]'s `Drop`, which tells the stand-in.
+    /// Not async-lock's `lock_arc`, which hands each release to one waiter: a waiter that was
+    /// handed it and is then kept but never polled again (a wait that lost a `select!`, a task
+    /// on an executor nobody drives) took every later release with it, and the driver, `turn`
+    /// and `closed` queued behind it waited for ever — a pump that stopped running, a close
+    /// that never completed. Every release is told to every waiter instead ([`LoopGuard`]'s
+    /// `Drop`), which also makes the lock one loom can model (async-lock turns to a fair mode
+    /// after 500 µs of wall-clock time, which loom cannot replay).
     pub(crate) fn lock(&self) -> Lock {
-        #[cfg(not(loom))]
-        return self.mutex.lock_arc();
-        #[cfg(loom)]
-        {
-            let (mutex, released) = (self.mutex.clone(), self.released.clone());
-            Box::pin(async move {
-                loop {
-                    let listener = released.listen();
-                    if let Some(guard) = mutex.try_lock_arc() {
-                        return guard;
-                    }
-                    listener.await;
+        let (mutex, released) = (self.mutex.clone(), self.released.clone());
+        Box::pin(async move {
+            loop {
+                let listener = released.listen();
+                if let Some(guard) = mutex.try_lock_arc() {
+                    return guard;
                 }
-            })
-        }
+                listener.await;
+            }
+        })
     }
 
     fn try_lock(&self) -> Option<Held<'_>> {
@@ -124,7 +117,6 @@ impl LoopLock {
     /// Lets go of a guard.
     fn release(&self, raw: Held<'_>) {
         drop(raw);
-        #[cfg(loom)]
         self.released.notify(usize::MAX);
     }
 }
@@ -157,7 +149,8 @@ impl<'a> LoopGuard<'a> {
     ///
     /// # Cancel safety
     ///
-    /// Dropped before it has the lock, it leaves the lock alone (async-lock's `lock_arc`).
+    /// Dropped before it has the lock, it leaves the lock alone; kept unpolled, it holds nothing
+    /// up either (see [`LoopLock::lock`]).
     pub(crate) async fn lock(core: &'a Core) -> LoopGuard<'a> {
         LoopGuard::new(core, core.loop_lock.lock().await)
     }
