@@ -1,32 +1,14 @@
 //! What a response holds and what the client counts, against a server that writes raw bytes.
 
-use std::io::{Read, Write};
-use std::net::TcpListener;
+mod server;
+
 use std::time::Duration;
 
 use ffi_pump_curl::{Client, Response};
 
-/// A server that reads each request's head and answers it with `reply`, then closes. Its port.
+/// A server that answers each request with `reply`; its port.
 fn replying(reply: &'static [u8]) -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = listener.local_addr().expect("address").port();
-    std::thread::spawn(move || {
-        for mut stream in listener.incoming().flatten() {
-            std::thread::spawn(move || {
-                let mut head = Vec::new();
-                let mut byte = [0u8; 1];
-                while !head.ends_with(b"\r\n\r\n") {
-                    match stream.read(&mut byte) {
-                        Ok(1) => head.push(byte[0]),
-                        _ => return,
-                    }
-                }
-                let _ = stream.write_all(reply);
-                let _ = stream.shutdown(std::net::Shutdown::Both);
-            });
-        }
-    });
-    port
+    server::serve_reply(reply).expect("local server").port()
 }
 
 fn get(client: &Client, port: u16) -> Response {

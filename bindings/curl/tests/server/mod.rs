@@ -1,5 +1,6 @@
 //! A local HTTP/1.1 server to try the client against, and the bodies it sends: test code, shared
-//! by `tests/curl.rs` and `examples/curl_multi.rs` (each uses part of it), not the binding's API.
+//! by `tests/curl.rs`, `tests/responses.rs` and `examples/curl_multi.rs` (each uses part of it),
+//! not the binding's API.
 #![allow(dead_code)]
 
 use std::collections::{HashMap, HashSet};
@@ -48,6 +49,25 @@ pub fn checksum(body: &[u8]) -> u64 {
 /// with `/id/{id}` after it, the request is recorded for [`has_received`] and the moment it
 /// finished writing for [`written_at`].
 pub fn serve() -> std::io::Result<SocketAddr> {
+    serve_with(answer)
+}
+
+/// A server on 127.0.0.1 that answers every request with `reply`, byte for byte, then closes
+/// the connection: for responses the server above does not make (informational ones, odd
+/// header bytes).
+pub fn serve_reply(reply: &'static [u8]) -> std::io::Result<SocketAddr> {
+    serve_with(move |mut stream| {
+        read_head(&stream)?;
+        stream.write_all(reply)?;
+        stream.shutdown(std::net::Shutdown::Both)
+    })
+}
+
+/// Accepts connections on an ephemeral port of 127.0.0.1, each answered by `answer` on a thread
+/// of its own.
+fn serve_with(
+    answer: impl Fn(TcpStream) -> std::io::Result<()> + Copy + Send + 'static,
+) -> std::io::Result<SocketAddr> {
     let listener = TcpListener::bind("127.0.0.1:0")?;
     let addr = listener.local_addr()?;
     std::thread::spawn(move || {
@@ -60,8 +80,9 @@ pub fn serve() -> std::io::Result<SocketAddr> {
     Ok(addr)
 }
 
-fn answer(stream: TcpStream) -> std::io::Result<()> {
-    let mut reader = BufReader::new(stream.try_clone()?);
+/// Reads a request's head (its line and header lines); returns its line.
+fn read_head(stream: &TcpStream) -> std::io::Result<String> {
+    let mut reader = BufReader::new(stream);
     let mut request_line = String::new();
     reader.read_line(&mut request_line)?;
     loop {
@@ -70,6 +91,11 @@ fn answer(stream: TcpStream) -> std::io::Result<()> {
             break;
         }
     }
+    Ok(request_line)
+}
+
+fn answer(stream: TcpStream) -> std::io::Result<()> {
+    let request_line = read_head(&stream)?;
     let path = request_line.split_whitespace().nth(1).unwrap_or("/");
     let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
     let (size, delay, id) = match parts.as_slice() {
