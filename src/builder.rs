@@ -200,19 +200,18 @@ impl Builder {
     /// consume what made it readable. The interval timer keeps running as a fallback; make it
     /// long (100 ms) or `Duration::MAX` to turn only on readiness, kicks and turns.
     ///
-    /// A [`Descriptors`](crate::Descriptors) set may be given to several pumps, each of which
-    /// runs for what is ready. On Linux each adds a nested epoll watch of the set, and the
-    /// kernel limits the wake-up paths from a watched descriptor through them: 100 pumps on
-    /// one set that watches something (the 101st `build` returns [`Error::Trigger`]), and a
-    /// [`watch`](crate::Descriptors::watch) that would pass the limit is refused
-    /// (`InvalidInput`). A pump with [`tokio_readiness`](Builder::tokio_readiness) watches the
-    /// set from tokio's reactor too once its driver runs on tokio, and counts up to twice (51 –
-    /// 63 of those fit, measured; past that the pump fails with [`Error::Trigger`] as its
-    /// driver starts, not at `build`), as does one given a duplicate of the set's descriptor
-    /// rather than the set (50). The paths are counted per
-    /// watched descriptor: sets that each watch one descriptor share the limit too. A dropped
-    /// pump lets go of its set's nesting as its driver ends, at the driver task's next poll:
-    /// pumps made and dropped in a tight loop count until then.
+    /// A [`Descriptors`](crate::Descriptors) set may be given to several pumps, each of which runs
+    /// for what is ready. On Linux each adds a nested epoll watch of the set, and the kernel limits
+    /// the wake-up paths from a watched descriptor through them: 100 pumps on one set that watches
+    /// something (the 101st `build` returns [`Error::Trigger`]), and a
+    /// [`watch`](crate::Descriptors::watch) that would pass the limit is refused (`InvalidInput`).
+    /// A pump with [`tokio_readiness`](Builder::tokio_readiness) watches the set from tokio's
+    /// reactor too once its driver runs on tokio, and counts up to twice (51 – 63 of those fit,
+    /// measured; past that the pump fails with [`Error::Trigger`] as its driver starts, not at
+    /// `build`), as does one given a duplicate of the set's descriptor rather than the set (50).
+    /// The paths are counted per watched descriptor: sets that each watch one descriptor share the
+    /// limit too. A dropped pump lets go of its set's nesting as its driver ends, at the driver
+    /// task's next poll: pumps made and dropped in a tight loop count until then.
     ///
     /// On Windows it takes a [`Descriptors`](crate::Descriptors) set (sockets): see
     /// [`run_on_readable`](Builder::run_on_readable) there. For a library that signals work

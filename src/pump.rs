@@ -456,13 +456,13 @@ impl Pump {
     /// waits for a check: that run (or pass) finishes first, then the pump future ([`Driver`])
     /// completes. Pending waits end at once — while a pass over the checks is under way, the
     /// pump-evaluated ones as that pass ends, each with what its check found in it if it found
-    /// anything (or a timeout that passed meanwhile), else `Closed`; on a loop with its own
-    /// thread, calls queued behind the run are dropped (their callers told `Closed`) when it
-    /// returns — but for the one that thread has just taken from the queue, which may still
-    /// start as `close` returns (`close` does not wait for that thread; a `submit`'s `start`
-    /// that does is cancelled as if it came just before). [`closed`](Pump::closed) completes once all that is over: the loop (or its
-    /// state) dropped, and what the checks captured. Dropping the last `Pump` closes the same
-    /// way.
+    /// anything (or a timeout that passed meanwhile), else `Closed`; on a loop with its own thread,
+    /// calls queued behind the run are dropped (their callers told `Closed`) when it returns — but
+    /// for the one that thread has just taken from the queue, which may still start as `close`
+    /// returns (`close` does not wait for that thread; a `submit`'s `start` that does is cancelled
+    /// as if it came just before). [`closed`](Pump::closed) completes once all that is over: the
+    /// loop (or its state) dropped, and what the checks captured. Dropping the last `Pump` closes
+    /// the same way.
     ///
     /// # Examples
     ///

@@ -167,14 +167,14 @@ impl<V> Emitter<V> {
     ///
     /// # Errors
     ///
-    /// Hands `value` back if the subscription holds its capacity's worth of values not yet
-    /// taken (the library decides: drop it, keep it and try again at its next run, or stop
-    /// reading from C for a while; once the stream has taken enough after such a refusal to
-    /// leave half its capacity free, the pump runs the loop, as for a kick, so a loop that waits
-    /// for nothing else gets that run), or if the subscription takes no more values: it was dropped
-    /// (its stop is then on its way to the loop's thread, and runs whatever the library does
-    /// with this emitter after), or its pump closed (the stream ends with the close reason,
-    /// after the values emitted before; see [`is_open`](Emitter::is_open)).
+    /// Hands `value` back if the subscription holds its capacity's worth of values not yet taken
+    /// (the library decides: drop it, keep it and try again at its next run, or stop reading from C
+    /// for a while; once the stream has taken enough after such a refusal to leave half its
+    /// capacity free, the pump runs the loop, as for a kick, so a loop that waits for nothing else
+    /// gets that run), or if the subscription takes no more values: it was dropped (its stop is
+    /// then on its way to the loop's thread, and runs whatever the library does with this emitter
+    /// after), or its pump closed (the stream ends with the close reason, after the values emitted
+    /// before; see [`is_open`](Emitter::is_open)).
     ///
     /// # Examples
     ///

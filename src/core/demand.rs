@@ -21,10 +21,10 @@ const WAIT: usize = 1 << 3;
 /// What the driver serves.
 ///
 /// `state` is `pending waits << 3 | SWEEP | CHECKS | KICKED`, so "is the pump idle?" is one load
-/// compared with zero, and no reader can see the count and the bits from two different moments. A wait adds
-/// itself before the pump can see it ([`Pending`](crate::wait::Pending)), so a driver that finds
-/// the pump idle never sweeps away a wait that is about to register. The kick bit is set by
-/// [`kick`](Demand::kick) and taken by the driver's [`take_kick`](Demand::take_kick) before the
+/// compared with zero, and no reader can see the count and the bits from two different moments. A
+/// wait adds itself before the pump can see it ([`Pending`](crate::wait::Pending)), so a driver
+/// that finds the pump idle never sweeps away a wait that is about to register. The kick bit is set
+/// by [`kick`](Demand::kick) and taken by the driver's [`take_kick`](Demand::take_kick) before the
 /// run it asks for, so a kick during a run causes one more run, and a burst causes one.
 ///
 /// Every access is `SeqCst`: the driver listens on `wake`, then reads this word, and a wait or a

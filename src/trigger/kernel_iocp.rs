@@ -183,9 +183,9 @@ impl Port {
     /// what it found for the next run; not at all once `awake` is set (by whoever notifies).
     ///
     /// Several threads may wait on one port (the threads of pumps given one set; a `ready` on
-    /// another thread looks at it too), and a notification of the port goes to whichever takes
-    /// it: `awake` tells each its own. One thread has the turn to sleep on the port; the others
-    /// wait for it where a notification reaches them too, and look at their flag. The one with the turn
+    /// another thread looks at it too), and a notification of the port goes to whichever takes it:
+    /// `awake` tells each its own. One thread has the turn to sleep on the port; the others wait
+    /// for it where a notification reaches them too, and look at their flag. The one with the turn
     /// looks at its flag once it holds the buffer, which anybody taking the port's notifications
     /// holds: one posted after that look is left for its wait.
     pub(crate) fn sleep_unless(&self, awake: &AtomicBool) {

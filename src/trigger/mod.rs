@@ -41,12 +41,13 @@ use std::future::Future;
 
 use crate::Error;
 
-/// Held while a set moves its registrations to a new kernel instance, and while a trigger is
-/// registered with a reactor. The kernel bounds the wake-up paths through nested epoll
-/// instances (a set is one, each pump given it adds a path), and a move takes the registrations
-/// out of the old instance before the new one joins: a pump registered in between would take
-/// the room the new instance needs, and the move would fail with nowhere left to watch them.
-/// Registrations are rare (a build, a driver's start on tokio) and a move is short.
+/// Held while a set moves its registrations to a new kernel instance, and around every other
+/// kernel add that takes room under the nesting limits: a trigger registered with a reactor, a
+/// pump's look-up entry of a library's descriptor, a descriptor added to a set. The kernel
+/// bounds the wake-up paths through nested epoll instances (a set is one, each pump given it
+/// adds a path), and a move takes the registrations out of the old instance before the new one
+/// joins: an add in between would take the room the new instance needs, and the move would
+/// fail with nowhere left to watch them. Each add is one system call, and a move is short.
 #[cfg(unix)]
 pub(crate) fn nesting() -> std::sync::MutexGuard<'static, ()> {
     static NESTING: std::sync::Mutex<()> = std::sync::Mutex::new(());

@@ -57,11 +57,12 @@ impl Interest {
     /// not waited on.
     ///
     /// Not watched: priority data alone (`POLLPRI` without `POLLIN`: out-of-band bytes, a sysfs
-    /// attribute that changed) on Linux, where `POLLPRI` waits for ordinary data as `POLLIN`
-    /// does — but where the set stands on `polling` (kqueue, event ports, and Linux built with
+    /// attribute that changed) on Linux, where `POLLPRI` waits for ordinary data as `POLLIN` does —
+    /// but where the set stands on `polling` (kqueue, event ports, and Linux built with
     /// `--cfg ffi_pump_polling`), whose readability takes urgent data in, an out-of-band byte
-    /// alone is handed as readable (`POLLIN`) until a read passes its mark; and `POLLRDNORM`, `POLLWRNORM` and the band bits, whose own `revents` bits the set
-    /// never sets (ask with `POLLIN` and `POLLOUT`).
+    /// alone is handed as readable (`POLLIN`) until a read passes its mark; and `POLLRDNORM`,
+    /// `POLLWRNORM` and the band bits, whose own `revents` bits the set never sets (ask with
+    /// `POLLIN` and `POLLOUT`).
     ///
     /// # Examples
     ///
