@@ -124,9 +124,9 @@ impl PolledContext {
         );
     }
 
-    /// Whether this thread owns the context.
-    pub(crate) fn is_owner(&self) -> bool {
-        self.context.is_owner()
+    /// The context.
+    pub(crate) fn context(&self) -> &MainContext {
+        &self.context
     }
 }
 

@@ -11,42 +11,36 @@ use std::time::{Duration, Instant};
 
 use ffi_pump::Error;
 use ffi_pump_glib::Sources;
-use glib::IOCondition;
+use glib::{ControlFlow, IOCondition};
 
 const HANG: Duration = Duration::from_secs(10);
 
+fn fires(sources: &Sources) -> u64 {
+    sources.counters().fires.load(Ordering::SeqCst)
+}
+
 #[test]
 fn a_thousand_timeouts_fire_once_each_and_are_seen() {
-    const SOURCES: u32 = 1_000;
-    let sources = Arc::new(Sources::new(SOURCES).expect("pump thread"));
+    const SOURCES: u64 = 1_000;
+    let sources = Arc::new(Sources::new().expect("pump thread"));
     smol::block_on(async {
         let tasks: Vec<_> = (0..SOURCES)
-            .map(|id| {
+            .map(|n| {
                 let sources = sources.clone();
-                let delay = if id == 0 {
+                let delay = if n == 0 {
                     Duration::ZERO
                 } else {
                     Duration::from_millis(fastrand::u64(1..200))
                 };
-                smol::spawn(async move {
-                    sources.add(id, delay);
-                    sources.fired(id, Duration::from_secs(10)).await
-                })
+                smol::spawn(async move { sources.after(delay).timeout(HANG).await })
             })
             .collect();
-        for (id, task) in (0..).zip(tasks) {
-            task.await
-                .unwrap_or_else(|err| panic!("source {id}: {err}"));
+        for (n, task) in (0..).zip(tasks) {
+            task.await.unwrap_or_else(|err| panic!("source {n}: {err}"));
         }
     });
-    for id in 0..SOURCES {
-        assert_eq!(
-            sources.fires(id),
-            1,
-            "source {id} fired {} times",
-            sources.fires(id)
-        );
-    }
+    // Each was seen, so each fired at least once: as many fires as sources is once each.
+    assert_eq!(fires(&sources), SOURCES, "fires of {SOURCES} sources");
     let counters = sources.counters();
     assert!(counters.dispatches.load(Ordering::SeqCst) > 0);
     assert!(
@@ -73,14 +67,17 @@ fn a_thousand_timeouts_fire_once_each_and_are_seen() {
 
 #[test]
 fn a_source_that_never_fires_times_out() {
-    let sources = Sources::new(1).expect("pump thread");
-    sources.add(0, Duration::from_secs(3600));
-    let outcome = smol::block_on(sources.fired(0, Duration::from_millis(50)));
+    let sources = Sources::new().expect("pump thread");
+    let outcome = smol::block_on(
+        sources
+            .after(Duration::from_secs(3600))
+            .timeout(Duration::from_millis(50)),
+    );
     assert_eq!(outcome, Err(Error::TimedOut));
 }
 
-/// Lets the pump thread hear every source attached so far (the attach signals the context's
-/// wake-up descriptor; the iteration after it queries the new descriptors and timeouts).
+/// Lets the pump thread take every source made so far into its iteration (the request's start
+/// runs before the next run, which queries the new descriptors and timeouts).
 async fn settle(sources: &Sources) {
     for _ in 0..2 {
         sources.pump().turn().await.expect("turn");
@@ -89,10 +86,10 @@ async fn settle(sources: &Sources) {
 
 #[test]
 fn nothing_due_means_no_iteration() {
-    let sources = Sources::new(1).expect("pump thread");
+    let sources = Sources::new().expect("pump thread");
     smol::block_on(async {
         assert!(sources.owns_context().await.expect("call"));
-        sources.add(0, Duration::from_secs(3600));
+        let _hour = sources.after(Duration::from_secs(3600));
         settle(&sources).await;
         let before = sources.counters().iterations.load(Ordering::SeqCst);
         smol::Timer::after(Duration::from_millis(300)).await;
@@ -102,40 +99,35 @@ fn nothing_due_means_no_iteration() {
             0,
             "iterations while the only timeout was an hour out"
         );
-        assert_eq!(sources.fires(0), 0);
+        assert_eq!(fires(&sources), 0);
     });
 }
 
 #[test]
 fn an_io_watch_fires_when_its_socket_is_written() {
-    const WRITES: u32 = 20;
-    let sources = Sources::new(WRITES).expect("pump thread");
+    const WRITES: u64 = 20;
+    let sources = Sources::new().expect("pump thread");
     let (reader, mut writer) = UnixStream::pair().expect("socket pair");
     reader.set_nonblocking(true).expect("non-blocking");
     smol::block_on(async {
-        for id in 0..WRITES {
-            sources.watch_readable(id, reader.as_raw_fd());
+        for n in 0..WRITES {
+            let fired = sources.readable(reader.as_raw_fd()).timeout(HANG);
             settle(&sources).await;
-            assert_eq!(sources.fires(id), 0, "watch {id} fired before the write");
+            assert_eq!(fires(&sources), n, "watch {n} fired before the write");
             let written = Instant::now();
             writer.write_all(b"x").expect("write");
-            sources
-                .fired(id, Duration::from_secs(5))
-                .await
-                .unwrap_or_else(|err| panic!("watch {id}: {err}"));
+            fired.await.unwrap_or_else(|err| panic!("watch {n}: {err}"));
             // No tick could have found it: the pump has none, the timeouts it knows are none.
             let seen = written.elapsed();
             assert!(
                 seen < Duration::from_millis(500),
-                "watch {id} seen {seen:?} after the write"
+                "watch {n} seen {seen:?} after the write"
             );
             let mut byte = [0_u8; 1];
             (&reader).read_exact(&mut byte).expect("read the byte back");
         }
     });
-    for id in 0..WRITES {
-        assert_eq!(sources.fires(id), 1, "watch {id}");
-    }
+    assert_eq!(fires(&sources), WRITES, "one fire per watch");
     assert!(smol::block_on(sources.owns_context()).expect("call"));
 }
 
@@ -144,35 +136,25 @@ fn an_io_watch_fires_when_its_socket_is_written() {
 /// is `G_IO_IN | G_IO_HUP`. A watch that took the first for a hang-up would drop the answer.
 #[test]
 fn an_io_watch_is_told_a_hang_up_only_when_poll_would_say_one() {
-    let sources = Sources::new(2).expect("pump thread");
+    let sources = Sources::new().expect("pump thread");
     let listener = TcpListener::bind("127.0.0.1:0").expect("listen");
     let socket = TcpStream::connect(listener.local_addr().expect("address")).expect("connect");
     let (mut peer, _) = listener.accept().expect("accept");
     let (unix, unix_peer) = UnixStream::pair().expect("socket pair");
     smol::block_on(async {
-        sources.watch_readable(0, socket.as_raw_fd());
+        let answered = sources.readable(socket.as_raw_fd()).timeout(HANG);
         peer.write_all(b"bye").expect("write");
         drop(peer);
-        sources
-            .fired(0, Duration::from_secs(5))
-            .await
-            .expect("the answer is seen");
-        assert_eq!(
-            sources.condition(0),
-            IOCondition::IN,
-            "the TCP peer's close"
-        );
+        let fired = answered.await.expect("the answer is seen");
+        assert_eq!(fired.condition, IOCondition::IN, "the TCP peer's close");
         let mut answer = Vec::new();
         (&socket).read_to_end(&mut answer).expect("read");
         assert_eq!(answer, b"bye");
 
-        sources.watch_readable(1, unix.as_raw_fd());
+        let hung_up = sources.readable(unix.as_raw_fd()).timeout(HANG);
         drop(unix_peer);
-        sources
-            .fired(1, Duration::from_secs(5))
-            .await
-            .expect("the hang-up is seen");
-        assert_eq!(sources.condition(1), IOCondition::IN | IOCondition::HUP);
+        let fired = hung_up.await.expect("the hang-up is seen");
+        assert_eq!(fired.condition, IOCondition::IN | IOCondition::HUP);
     });
 }
 
@@ -180,15 +162,18 @@ fn an_io_watch_is_told_a_hang_up_only_when_poll_would_say_one() {
 /// fired after 100 ms, and a delay under a millisecond was rounded down to nothing.
 #[test]
 fn a_source_never_fires_before_its_delay() {
-    let sources = Sources::new(2).expect("pump thread");
+    let sources = Sources::new().expect("pump thread");
     smol::block_on(async {
         let wrapped = Duration::from_millis((1_u64 << 32) + 100);
-        sources.add(0, wrapped);
-        let early = sources.fired(0, Duration::from_millis(400)).await;
-        assert_eq!(early, Err(Error::TimedOut), "a delay of ~49.7 days fired");
+        let early = sources.after(wrapped).timeout(Duration::from_millis(400));
+        assert_eq!(
+            early.await,
+            Err(Error::TimedOut),
+            "a delay of ~49.7 days fired"
+        );
         let added = Instant::now();
-        sources.add(1, Duration::from_micros(900));
-        let at = sources.fired(1, HANG).await.expect("fired");
+        let fired = sources.after(Duration::from_micros(900)).timeout(HANG);
+        let at = fired.await.expect("fired").at;
         assert!(
             at - added >= Duration::from_micros(900),
             "after {:?}",
@@ -197,54 +182,44 @@ fn a_source_never_fires_before_its_delay() {
     });
 }
 
-/// Found by a hostile probe: a wait that timed out left its source attached, and its fire was
-/// the answer of the next wait on the id, for a source added after it fired.
+/// Found by a hostile probe (when sources had ids): a wait that timed out left its source
+/// attached, to fire later.
 #[test]
-fn an_id_used_again_after_a_wait_timed_out_answers_with_its_new_source() {
-    let sources = Sources::new(1).expect("pump thread");
+fn a_source_whose_wait_gave_up_never_fires() {
+    let sources = Sources::new().expect("pump thread");
     smol::block_on(async {
-        sources.add(0, Duration::from_millis(100));
-        let given_up = sources.fired(0, Duration::from_millis(10)).await;
-        assert_eq!(given_up, Err(Error::TimedOut));
-        smol::Timer::after(Duration::from_millis(300)).await; // when it would have fired
-        let added = Instant::now();
-        sources.add(0, Duration::from_millis(50));
-        let at = sources.fired(0, HANG).await.expect("fired");
-        assert!(
-            at >= added + Duration::from_millis(50),
-            "the old source's fire"
-        );
+        let given_up = sources
+            .after(Duration::from_millis(100))
+            .timeout(Duration::from_millis(10));
+        assert_eq!(given_up.await, Err(Error::TimedOut));
+        let later = sources.after(Duration::from_millis(300)).timeout(HANG);
+        later.await.expect("fired"); // well past when the first would have fired
         assert_eq!(
-            sources.fires(0),
+            fires(&sources),
             1,
-            "the given-up source was removed unfired"
+            "the given-up source was destroyed unfired"
         );
     });
 }
 
-/// Found in review: a second wait on an id, refused with `KeyInUse`, removed the source the
-/// first wait waited for, which then timed out.
+/// GLib signals the context's wake-up descriptor when another thread attaches a source: the
+/// pump, which has no tick, dispatches it.
 #[test]
-fn a_refused_second_wait_leaves_the_first_waits_source_alone() {
-    let sources = Arc::new(Sources::new(1).expect("pump thread"));
+fn a_source_attached_from_another_thread_is_dispatched() {
+    let sources = Sources::new().expect("pump thread");
+    let (sent, received) = std::sync::mpsc::channel();
     smol::block_on(async {
-        sources.add(0, Duration::from_millis(100));
-        let waiting = sources.clone();
-        let first = smol::spawn(async move { waiting.fired(0, HANG).await });
-        while sources.pump().stats().pending_waits == 0 {
-            smol::future::yield_now().await;
-        }
-        let second = sources.fired(0, Duration::from_millis(10)).await;
-        assert_eq!(second, Err(Error::KeyInUse));
-        assert!(first.await.is_ok(), "the first wait's source fired");
+        settle(&sources).await;
+        let source = glib::idle_source_new(None, glib::Priority::DEFAULT, move || {
+            let _ = sent.send(std::thread::current().name().map(str::to_string));
+            ControlFlow::Break
+        });
+        source.attach(Some(sources.context()));
     });
-}
-
-/// A wait for an id no source can have panics at once, as attaching one does, rather than wait
-/// out its timeout for a fire that cannot come.
-#[test]
-#[should_panic(expected = "out of range")]
-fn waiting_for_an_id_out_of_range_panics() {
-    let sources = Sources::new(1).expect("pump thread");
-    let _ = smol::block_on(sources.fired(1, Duration::from_secs(60)));
+    let thread = received.recv_timeout(HANG).expect("dispatched");
+    assert_eq!(
+        thread.as_deref(),
+        Some("ffi-pump-loop"),
+        "dispatched on the loop's thread"
+    );
 }
