@@ -11,7 +11,7 @@ use super::pass_buffers::Buffers;
 use super::Core;
 use crate::reentry::Inside;
 use crate::registry::LeftToDo;
-use crate::sync::fence;
+use crate::sync::{fence, AtomicUsize};
 use crate::trace::RoundClock;
 use crate::unwind::DropCaught;
 use crate::{Error, Next};
@@ -37,6 +37,25 @@ pub(crate) struct LoopLock {
     mutex: Arc<Mutex<Runner>>,
     /// "The loop lock was let go", told to everyone waiting for it ([`LoopLock::lock`]).
     released: Arc<event_listener::Event>,
+    /// How many [`LoopLock::lock`] futures wait: a release with none tells nobody, sparing the
+    /// event's own lock on every wait's first poll (event-listener takes it on each `notify`).
+    waiting: Arc<AtomicUsize>,
+}
+
+/// One [`LoopLock::lock`] future counted in [`LoopLock`]'s `waiting` while it lives.
+struct Waiting(Arc<AtomicUsize>);
+
+impl Waiting {
+    fn new(waiting: Arc<AtomicUsize>) -> Waiting {
+        waiting.fetch_add(1, SeqCst);
+        Waiting(waiting)
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, SeqCst);
+    }
 }
 
 /// The future of [`LoopLock::lock`]: the raw guard, to be wrapped with [`LoopGuard::new`].
@@ -85,6 +104,7 @@ impl LoopLock {
         LoopLock {
             mutex: Arc::new(Mutex::new(runner)),
             released: Arc::new(event_listener::Event::new()),
+            waiting: Arc::new(AtomicUsize::new(0)),
         }
     }
 
@@ -99,9 +119,15 @@ impl LoopLock {
     /// after 500 µs of wall-clock time, which loom cannot replay).
     pub(crate) fn lock(&self) -> Lock {
         let (mutex, released) = (self.mutex.clone(), self.released.clone());
+        let waiting = self.waiting.clone();
         Box::pin(async move {
+            let _counted = Waiting::new(waiting);
             loop {
                 let listener = released.listen();
+                // Pairs with the one in `release`: counted, then trying the lock here; letting
+                // go, then reading the count there — with a fence between each side's write and
+                // read, either this try sees the lock free or that release sees this waiter.
+                fence(SeqCst);
                 if let Some(guard) = mutex.try_lock_arc() {
                     return guard;
                 }
@@ -114,10 +140,13 @@ impl LoopLock {
         self.mutex.try_lock().map(Held::Borrowed)
     }
 
-    /// Lets go of a guard.
+    /// Lets go of a guard, then fences (what [`evaluate_arrivals_fenced`] relies on).
     fn release(&self, raw: Held<'_>) {
         drop(raw);
-        self.released.notify(usize::MAX);
+        fence(SeqCst);
+        if self.waiting.load(SeqCst) > 0 {
+            self.released.notify(usize::MAX);
+        }
     }
 }
 
@@ -322,10 +351,13 @@ pub(crate) struct Ran {
 
 impl Drop for LoopGuard<'_> {
     fn drop(&mut self) {
-        if let Some(raw) = self.raw.take() {
-            self.core.loop_lock.release(raw);
+        match self.raw.take() {
+            Some(raw) => {
+                self.core.loop_lock.release(raw);
+                evaluate_arrivals_fenced(self.core);
+            }
+            None => evaluate_arrivals(self.core),
         }
-        evaluate_arrivals(self.core);
     }
 }
 
@@ -336,16 +368,22 @@ impl Drop for LoopGuard<'_> {
 /// Every [`LoopGuard`] does this as it drops; a wait that registered while the lock was busy
 /// does it too, in case the holder let go before the wait's entry arrived.
 pub(crate) fn evaluate_arrivals(core: &Core) {
+    fence(SeqCst);
+    evaluate_arrivals_fenced(core);
+}
+
+/// [`evaluate_arrivals`] after a fence: [`LoopLock::release`]'s, or its own.
+///
+/// The fence pairs with itself on the other side. The holder lets go, then looks at the
+/// arrivals; a wait makes its arrival known, then tries the lock. async-lock's own orderings are
+/// release (letting go) and acquire (trying), which alone would let each side miss the other's
+/// write (found by the loop lock's loom model): with a fence between each side's write and
+/// read, one of them sees the other's.
+fn evaluate_arrivals_fenced(core: &Core) {
     // Set once the budget cut an evaluation short: arrivals are then the driver's, not this
     // loop's, but a close still is.
     let mut left_to_driver = false;
     loop {
-        // Pairs with itself on the other side. The holder lets go, then looks at the arrivals;
-        // a wait makes its arrival known, then tries the lock. async-lock's own orderings are
-        // release (letting go) and acquire (trying), which alone would let each side miss the
-        // other's write (found by the loop lock's loom model): with a fence between each side's
-        // write and read, one of them sees the other's.
-        fence(SeqCst);
         match core.registry.left_to_do() {
             LeftToDo::Nothing => return,
             LeftToDo::Abandon => return core.registry.abandon(),
