@@ -115,8 +115,9 @@ impl LoopLock {
     /// on an executor nobody drives) took every later release with it, and the driver, `turn`
     /// and `closed` queued behind it waited for ever — a pump that stopped running, a close
     /// that never completed. Every release is told to every waiter instead ([`LoopGuard`]'s
-    /// `Drop`), which also makes the lock one loom can model (async-lock turns to a fair mode
-    /// after 500 µs of wall-clock time, which loom cannot replay).
+    /// `Drop`; a release with none counted tells nobody), which also makes the lock one loom can
+    /// model (async-lock turns to a fair mode after 500 µs of wall-clock time, which loom cannot
+    /// replay).
     pub(crate) fn lock(&self) -> Lock {
         let (mutex, released) = (self.mutex.clone(), self.released.clone());
         let waiting = self.waiting.clone();
@@ -378,7 +379,10 @@ pub(crate) fn evaluate_arrivals(core: &Core) {
 /// arrivals; a wait makes its arrival known, then tries the lock. async-lock's own orderings are
 /// release (letting go) and acquire (trying), which alone would let each side miss the other's
 /// write (found by the loop lock's loom model): with a fence between each side's write and
-/// read, one of them sees the other's.
+/// read, one of them sees the other's. Since that fence is the release's, the models no longer
+/// check it on the releasing side: under loom, async-lock's unlock fences (event-listener's
+/// notify), which hides its absence (review: the models pass without it); outside loom that
+/// fence is not one in Rust's memory model.
 fn evaluate_arrivals_fenced(core: &Core) {
     // Set once the budget cut an evaluation short: arrivals are then the driver's, not this
     // loop's, but a close still is.

@@ -50,6 +50,9 @@ pub struct Fired {
 }
 
 /// Sources on a private GLib main context, and the pump that iterates it.
+///
+/// Dropping it closes the pump and returns once the loop's thread let go of the context (see
+/// its `Drop`): requests still pending end with [`Error::Closed`].
 #[derive(Debug)]
 pub struct Sources {
     pump: Pump,
@@ -98,9 +101,9 @@ impl Sources {
     }
 
     /// A source that fires once, after `delay` (an idle source for a zero delay; in whole
-    /// milliseconds, rounded up, at most `u32::MAX` of them: ~49.7 days); the request ends when
-    /// it fired. Made on the loop's thread as this returns; a request that gives up (times out,
-    /// is dropped) destroys it there.
+    /// milliseconds, rounded up, up to `u32::MAX` of them, ~49.7 days; past that in whole
+    /// seconds, at most `u32::MAX` of them, ~136 years); the request ends when it fired. Made on the loop's thread before its next run; a request that gives up (times
+    /// out, is dropped) destroys it there.
     pub fn after(&self, delay: Duration) -> Request<Fired> {
         self.attach(move |mut fire| {
             let callback = move || {
@@ -111,15 +114,29 @@ impl Sources {
                 return glib::idle_source_new(None, Priority::DEFAULT, callback);
             }
             // GLib counts whole milliseconds in 32 bits: rounded down, or wrapped past that, a
-            // source would fire early.
-            let ms = delay.as_micros().div_ceil(1000).min(u32::MAX.into()) as u64;
-            glib::timeout_source_new(Duration::from_millis(ms), None, Priority::DEFAULT, callback)
+            // source would fire early. Past that, whole seconds in 32 bits, the delay's rounded
+            // up and one more: GLib moves a seconds source's expiry to its own mark in the
+            // second, up to a quarter of a second earlier.
+            let ms = delay.as_micros().div_ceil(1000);
+            match u32::try_from(ms) {
+                Ok(ms) => glib::timeout_source_new(
+                    Duration::from_millis(ms.into()),
+                    None,
+                    Priority::DEFAULT,
+                    callback,
+                ),
+                Err(_) => {
+                    let seconds = delay.as_secs().saturating_add(2);
+                    let seconds = u32::try_from(seconds).unwrap_or(u32::MAX);
+                    glib::timeout_source_new_seconds(seconds, None, Priority::DEFAULT, callback)
+                }
+            }
         })
     }
 
     /// A source that fires once, when `fd` becomes readable (a GLib unix-fd source); the request
     /// ends when it fired, as [`after`](Sources::after)'s does. The descriptor must stay open
-    /// until then. One the kernel cannot poll (a regular file, `/dev/null`), which GLib's own
+    /// until then (a closed one never fires). One the kernel cannot poll (a regular file, `/dev/null`), which GLib's own
     /// `poll()` finds ready at once, never fires here: the pump's set does not take it.
     pub fn readable(&self, fd: RawFd) -> Request<Fired> {
         self.attach(move |mut fire| {
@@ -154,7 +171,7 @@ impl Sources {
     }
 
     /// The context: sources attached to it from any thread are dispatched by the pump (GLib
-    /// signals its wake-up descriptor, which the pump watches).
+    /// signals its wake-up descriptor, which the pump watches), until it closes.
     pub fn context(&self) -> &MainContext {
         &self.context
     }
@@ -172,5 +189,19 @@ impl Sources {
     /// The pump.
     pub fn pump(&self) -> &Pump {
         &self.pump
+    }
+}
+
+impl Drop for Sources {
+    /// Closes the pump and waits until its thread let go of the context, so that this handle's
+    /// reference is the last and the context ends here — unless dropped inside the pump (on its
+    /// thread), where that would wait for itself. A `GSource` holds no reference to its context,
+    /// and `g_source_unref` locks the context it points to: with the thread's reference the last,
+    /// a source of the caller's (attached to [`Sources::context`]) dropped after this returned
+    /// could lock the context as that thread freed it (heap corruption, found in review).
+    fn drop(&mut self) {
+        self.pump.close();
+        // `Err(Reentrant)` inside the pump: nothing to wait for there.
+        let _ = futures_lite::future::block_on(self.pump.closed());
     }
 }

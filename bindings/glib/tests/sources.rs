@@ -223,3 +223,28 @@ fn a_source_attached_from_another_thread_is_dispatched() {
         "dispatched on the loop's thread"
     );
 }
+
+/// Found in review: `Sources` let go of its context at once and the loop's thread of the last
+/// reference later, so a source of the caller's, attached to `context()` and dropped after
+/// `Sources`, could lock the context as that thread freed it (`g_source_unref` locks the context
+/// a source points to): heap corruption, 7 of 10 runs of 2 000 rounds.
+#[test]
+fn a_source_of_the_callers_dropped_after_sources_finds_the_context_gone_cleanly() {
+    for _ in 0..10_000 {
+        let sources = Sources::new().expect("pump thread");
+        let mine: Vec<glib::Source> = (0..8)
+            .map(|_| {
+                let source = glib::timeout_source_new(
+                    Duration::from_secs(3600),
+                    None,
+                    glib::Priority::DEFAULT,
+                    || ControlFlow::Break,
+                );
+                source.attach(Some(sources.context()));
+                source
+            })
+            .collect();
+        drop(sources);
+        drop(mine);
+    }
+}
