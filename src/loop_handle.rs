@@ -6,7 +6,7 @@ use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 
 use std::hash::Hash;
 
@@ -206,8 +206,9 @@ impl<S: 'static> LoopHandle<S> {
     /// or the pump closes), `cancel` runs on the loop's thread
     /// ([`WaitKey::on_cancel`](crate::WaitKey::on_cancel)). A panic in `start` is caught there
     /// (the loop goes on) and resumed in the task awaiting the wait, as with
-    /// [`request`](LoopHandle::request); the wait gives up as it unwinds, so `cancel` runs for
-    /// whatever `start` began before it panicked.
+    /// [`request`](LoopHandle::request) (a value `start` completed before it panicked is held
+    /// back until it ended: the panic goes first); the wait gives up as it unwinds, so `cancel`
+    /// runs for whatever `start` began before it panicked.
     ///
     /// The one call a binding needs per request: no channel, no kick, no cancel command of its
     /// own. If the pump is closed, `start` is dropped unrun and the wait ends with
@@ -300,13 +301,18 @@ impl<S: 'static> LoopHandle<S> {
 }
 
 /// Whether a `start` sent to the loop's thread ran: a close may drop it unrun, and then its
-/// cleanup has nothing to undo. A panic in it is the awaiting task's.
+/// cleanup has nothing to undo. A panic in it is the awaiting task's, even after `start`
+/// completed its wait: a value completed inside `start` is held back until `start` returned.
 #[derive(Clone, Default)]
 pub(crate) struct Started(Arc<StartedState>);
 
 #[derive(Default)]
 struct StartedState {
     ran: AtomicBool,
+    /// `start` runs now.
+    running: AtomicBool,
+    /// The waker of a wait that found its value while `start` ran, woken as `start` ends.
+    held_back: crate::sync::Mutex<Option<Waker>>,
     /// Dropped caught if nobody resumes it: the wait that would may be dropped unpolled.
     panic: crate::sync::Mutex<Option<crate::unwind::DropCaught<Box<dyn std::any::Any + Send>>>>,
 }
@@ -314,6 +320,19 @@ struct StartedState {
 impl Started {
     fn ran(&self) -> bool {
         self.0.ran.load(Ordering::SeqCst)
+    }
+
+    /// For a wait that found its value: whether to leave it there for now — `start` still runs
+    /// (then `waker` is woken as it ends) or ended in a panic, which goes first.
+    pub(crate) fn holds_back(&self, waker: &Waker) -> bool {
+        if self.0.running.load(Ordering::SeqCst) {
+            *crate::sync::lock(&self.0.held_back) = Some(waker.clone());
+            // Ended meanwhile: its end found no waker to wake, or this one's old one.
+            if self.0.running.load(Ordering::SeqCst) {
+                return true;
+            }
+        }
+        crate::sync::lock(&self.0.panic).is_some()
     }
 
     /// Keeps the panic `start` ended with, for the awaiting task.
@@ -340,8 +359,15 @@ impl Started {
     ) -> impl FnOnce(&mut S) + Send {
         move |state| {
             self.0.ran.store(true, Ordering::SeqCst);
+            self.0.running.store(true, Ordering::SeqCst);
             if let Err(panic) = catch_unwind(AssertUnwindSafe(|| start(state))) {
                 panicked(panic);
+            }
+            // After the panic is kept: a wait that sees `start` ended sees its panic too.
+            self.0.running.store(false, Ordering::SeqCst);
+            let held_back = crate::sync::lock(&self.0.held_back).take();
+            if let Some(waker) = held_back {
+                waker.wake();
             }
         }
     }
@@ -433,7 +459,8 @@ impl<S: 'static> LoopHandle<S> {
     /// # Panics
     ///
     /// A panic in `start` is caught on the loop's thread, which goes on, and resumed in the task
-    /// awaiting the request, as a [`call`](LoopHandle::call)'s is.
+    /// awaiting the request, as a [`call`](LoopHandle::call)'s is — also after `start` completed
+    /// it: a value completed inside `start` is the request's only once `start` returned.
     ///
     /// # Examples
     ///
@@ -537,9 +564,10 @@ impl<S: 'static> LoopHandle<S> {
     /// `capacity` bounds the values held and not yet taken: past it, [`Emitter::emit`] hands the
     /// value back and the library decides what to do with it. A zero capacity is taken as one.
     ///
-    /// A panic in `start` is caught on the loop's thread, which goes on; the emitter goes with
-    /// it, which ends the stream as the library would (`None`, and no `stop`). A panic in
-    /// `stop` is caught there too.
+    /// A panic in `start` is caught on the loop's thread, which goes on, and ends the stream as
+    /// the library would (`None`, and no `stop`): the emitter goes with the panic, or, kept
+    /// before it, is refused from then on and its [`end`](Emitter::end) returns `true` (the
+    /// library unsubscribes in C itself). A panic in `stop` is caught there too.
     ///
     /// # Examples
     ///
@@ -586,7 +614,7 @@ impl<S: 'static> LoopHandle<S> {
         // Held until the stream is dropped; at a close it runs with the other cleanups. What
         // `start` returned is there only if it ran, returned, and the library has not ended the
         // subscription (the emitter let go of it then, or is about to: dropped here).
-        let ended = channel.clone();
+        let (ended, started) = (channel.clone(), channel.clone());
         let stopped = channel.stop_guard();
         let held = self.hold_cleanup(Box::new(move |state| {
             // Dropped last: a stream the close ends waits for this stop.
@@ -602,8 +630,7 @@ impl<S: 'static> LoopHandle<S> {
             }
         }));
         // A closed pump drops `start`, and the emitter with it: the stream ends with the
-        // pump's reason. A panic in `start` drops the emitter as it unwinds: ended by the
-        // library, nothing kept.
+        // pump's reason. A panic in `start` ends it as the library would, nothing kept.
         let _ = self.post(move |state: &mut S| {
             match crate::kept::run_start(key, || start(state, emitter)) {
                 StartEnded::Returned(kept) => crate::kept::keep(key, Box::new(kept)),
@@ -611,8 +638,10 @@ impl<S: 'static> LoopHandle<S> {
                 StartEnded::Answered(kept) | StartEnded::CompleterLost(kept) => {
                     crate::unwind::drop_caught(kept);
                 }
+                // Ended as the library would, even if it kept its emitter before the panic.
                 StartEnded::Panicked(panic) => {
                     crate::unwind::drop_caught(panic);
+                    started.end_for_a_panicked_start();
                 }
             }
         });

@@ -8,11 +8,17 @@
 
 use std::cell::{Cell, RefCell};
 
+/// How a request left unanswered as a panic unwound inside a loop is answered once that loop's
+/// run ends: told whether the panic left `run_once`.
+pub(crate) type Unwound = Box<dyn FnOnce(bool)>;
+
 #[cfg(not(loom))]
 std::thread_local! {
     static INSIDE: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
     /// The pump whose `run_once` this thread is in (the innermost), or 0.
     static RUNNING: Cell<usize> = const { Cell::new(0) };
+    /// [`answer_when_run_ends`]'s answers, with their pump.
+    static UNWOUND: RefCell<Vec<(usize, Unwound)>> = const { RefCell::new(Vec::new()) };
 }
 
 // Loom runs its threads on one OS thread, so "this thread" has to be loom's.
@@ -20,6 +26,7 @@ std::thread_local! {
 loom::thread_local! {
     static INSIDE: RefCell<Vec<usize>> = RefCell::new(Vec::new());
     static RUNNING: Cell<usize> = Cell::new(0);
+    static UNWOUND: RefCell<Vec<(usize, Unwound)>> = RefCell::new(Vec::new());
 }
 
 /// Marks this thread as inside the pump identified by `id` until dropped.
@@ -55,6 +62,7 @@ impl Drop for Inside {
 /// dropped: a panic unwinding meanwhile is that loop's, which fails the pump. One word, saved
 /// and put back: every run pays for it.
 pub(crate) struct Running {
+    id: usize,
     /// The pump whose loop this thread ran before (an outer run of a nesting pump), or 0.
     outer: usize,
 }
@@ -62,12 +70,43 @@ pub(crate) struct Running {
 impl Running {
     pub(crate) fn enter(id: usize) -> Running {
         let outer = RUNNING.try_with(|running| running.replace(id)).unwrap_or(0);
-        Running { outer }
+        Running { id, outer }
+    }
+}
+
+/// Answers a request whose completer went as a panic unwound inside the loop of pump `id`
+/// ([`is_unwinding_its_loop`]) once that run ends: only then is it known whether the panic left
+/// `run_once` (the pump fails) or `run_once` caught it (a C callback guarded by the binding).
+pub(crate) fn answer_when_run_ends(id: usize, answer: Unwound) {
+    let mut answer = Some(answer);
+    let _ = UNWOUND.try_with(|unwound| unwound.borrow_mut().extend(answer.take().map(|a| (id, a))));
+    // In thread teardown there is no run to end: answered as if the panic left it.
+    if let Some(answer) = answer {
+        answer(true);
     }
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
+        let id = self.id;
+        let answers: Vec<Unwound> = UNWOUND
+            .try_with(|unwound| {
+                let mut unwound = unwound.borrow_mut();
+                if unwound.is_empty() {
+                    return Vec::new();
+                }
+                let (this, others) = std::mem::take(&mut *unwound)
+                    .into_iter()
+                    .partition::<Vec<_>, _>(|(pump, _)| *pump == id);
+                *unwound = others;
+                this.into_iter().map(|(_, answer)| answer).collect()
+            })
+            .unwrap_or_default();
+        // Dropped as the panic leaves `run_once`, or after it returned.
+        let escaped = std::thread::panicking();
+        for answer in answers {
+            crate::unwind::run_caught(|| answer(escaped));
+        }
         let _ = RUNNING.try_with(|running| running.set(self.outer));
     }
 }

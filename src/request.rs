@@ -95,7 +95,9 @@ pub(crate) enum Answer<V> {
 ///
 /// Dropped without completing, it ends the request with [`Error::Unanswered`] (or with the
 /// pump's close reason, if the pump closed): nobody waits for ever on a C object the binding
-/// forgot.
+/// forgot. Dropped as a panic unwinds in its pump's `run_once`, it ends the request once that
+/// run ended: with [`Error::Panicked`] if the panic left `run_once` (the pump failed), as
+/// unanswered if `run_once` caught it.
 ///
 /// # Examples
 ///
@@ -114,7 +116,7 @@ pub(crate) enum Answer<V> {
 /// # }).unwrap();
 /// ```
 #[must_use = "a request ends with Error::Unanswered if its completer is dropped unused"]
-pub struct Completer<V> {
+pub struct Completer<V: 'static> {
     table: Completions<(), Answer<V>>,
     id: RequestId,
     core: Weak<Core>,
@@ -123,7 +125,7 @@ pub struct Completer<V> {
     kept: Option<(kept::Key, Weak<dyn Forget>)>,
 }
 
-impl<V> Completer<V> {
+impl<V: 'static> Completer<V> {
     pub(crate) fn new(
         table: Completions<(), Answer<V>>,
         id: RequestId,
@@ -187,7 +189,7 @@ impl<V> Completer<V> {
     }
 }
 
-impl<V> Drop for Completer<V> {
+impl<V: 'static> Drop for Completer<V> {
     fn drop(&mut self) {
         // Dropped unanswered as a panic unwinds in its own request's `start`: that start's
         // caller answers. Asked before the key is forgotten below.
@@ -199,20 +201,32 @@ impl<V> Drop for Completer<V> {
                 .is_some_and(|&(key, _)| kept::leave_answer_to_start(key));
         self.forget_kept();
         if !self.answered && !left_to_start {
-            // Dropped as its pump's `run_once` unwinds: the pump is about to fail with
-            // `Panicked`. Any other panic (a call's, a library thread's) is caught or ends only
-            // its own thread: the request was left unanswered.
-            let core = self.core.upgrade();
-            let why = match &core {
-                Some(core) if crate::reentry::is_unwinding_its_loop(core.id()) => Error::Panicked,
-                _ => (core.and_then(|core| core.status().err())).unwrap_or(Error::Unanswered),
+            let core = self.core.clone();
+            let table = self.table.clone();
+            let unanswered = move |escaped: bool| {
+                let why = match escaped {
+                    true => Error::Panicked,
+                    false => (core.upgrade().and_then(|core| core.status().err()))
+                        .unwrap_or(Error::Unanswered),
+                };
+                crate::unwind::drop_caught(table.complete_first((), Answer::Failed(why)));
             };
-            drop(self.table.complete_first((), Answer::Failed(why)));
+            // Dropped as a panic unwinds in its pump's `run_once`: if the panic leaves it, the
+            // pump fails with `Panicked`, which is the answer; if `run_once` catches it (a C
+            // callback the binding guards), the request was left unanswered — known once the run
+            // ends. Any other panic (a call's, a library thread's) is caught or ends only its own
+            // thread: the request was left unanswered.
+            match self.core.upgrade() {
+                Some(core) if crate::reentry::is_unwinding_its_loop(core.id()) => {
+                    crate::reentry::answer_when_run_ends(core.id(), Box::new(unanswered));
+                }
+                _ => unanswered(false),
+            }
         }
     }
 }
 
-impl<V> fmt::Debug for Completer<V> {
+impl<V: 'static> fmt::Debug for Completer<V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Completer")
             .field("id", &self.id)

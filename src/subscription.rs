@@ -27,6 +27,9 @@ struct ChannelState<V> {
     waker: Option<Waker>,
     /// The library dropped its emitter: no more values.
     emitter_gone: bool,
+    /// The library's `start` panicked with its emitter kept somewhere: ended as the library
+    /// would, the emitter's own end still to come (which then says the library unsubscribes).
+    start_panicked: bool,
     /// The subscription was dropped, or ended: values are refused.
     subscriber_gone: bool,
     /// Its stop ran on the loop's thread (or went unrun: nothing to stop): a close ends the
@@ -55,6 +58,7 @@ impl<V> Channel<V> {
                 values: VecDeque::new(),
                 waker: None,
                 emitter_gone: false,
+                start_panicked: false,
                 subscriber_gone: false,
                 stopped: false,
                 pending: None,
@@ -66,6 +70,19 @@ impl<V> Channel<V> {
 
     fn wake(&self) {
         self.change(|_| ((), true));
+    }
+
+    /// The library's `start` panicked: the subscription ends as if the library had ended it —
+    /// the emitter may have gone with the panic, or been kept before it, and is refused from now
+    /// on (its `end` then says the library unsubscribes: no stop runs).
+    pub(crate) fn end_for_a_panicked_start(&self) {
+        let pending = self.change(|state| {
+            let ends = !state.subscriber_gone && !state.emitter_gone;
+            state.emitter_gone |= ends;
+            state.start_panicked = ends;
+            (if ends { state.pending.take() } else { None }, true)
+        });
+        drop(pending);
     }
 
     /// Says, once dropped, that the subscription's stop ran (or will never run), for a stream
@@ -206,7 +223,7 @@ impl<V> Emitter<V> {
         self.channel.change(|state| {
             // Looked at under the channel's lock, as the stream looks at the values it holds
             // once it saw the close: a value taken here is yielded before the close reason.
-            if state.subscriber_gone || !open(core.as_ref()) {
+            if state.subscriber_gone || state.emitter_gone || !open(core.as_ref()) {
                 return (Err(value), false);
             }
             if state.values.len() >= capacity {
@@ -264,6 +281,8 @@ impl<V> Emitter<V> {
         let (ended, pending) = self.channel.change(|state| {
             let ends = open(core.as_ref()) && !state.subscriber_gone && !state.emitter_gone;
             state.emitter_gone |= ends;
+            // Ended for it as its `start` panicked: nothing was kept for a stop.
+            let ends = ends || std::mem::take(&mut state.start_panicked);
             // Nothing more comes: the stream no longer waits for the pump.
             let pending = if ends { state.pending.take() } else { None };
             ((ends, pending), true)
@@ -279,7 +298,8 @@ impl<V> Emitter<V> {
     /// pump has not closed (an emitter the library keeps off the loop's thread outlives it).
     pub fn is_open(&self) -> bool {
         let core = self.core.upgrade();
-        !lock(&self.channel.state).subscriber_gone && open(core.as_ref())
+        let state = lock(&self.channel.state);
+        !state.subscriber_gone && !state.emitter_gone && open(core.as_ref())
     }
 }
 

@@ -577,3 +577,89 @@ fn a_panic_in_start_is_not_replaced_by_a_later_answer_of_its_completer() {
         );
     }
 }
+
+/// Found by a hostile probe: a `start` that completed its request, then panicked, lost the
+/// panic when the awaiting task took the value in between (5 runs in 15; always when `start`
+/// waited after completing): the value completed inside `start` is held back until `start`
+/// returned, and the panic goes first. The same for a `submit` whose `start` completes its key.
+#[test]
+fn a_start_that_completes_then_panics_ends_its_request_with_the_panic() {
+    let (_pump, handle) = library();
+    let request = handle.request(
+        |_, done: Completer<u64>| {
+            done.complete(1);
+            // The awaiting task hears the completion and looks meanwhile.
+            std::thread::sleep(Duration::from_millis(50));
+            panic!("start panics after completing (expected by this test)");
+        },
+        |_, ()| {},
+    );
+    let awaited = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        futures_lite::future::block_on(common::within("the request", request))
+    }));
+    assert!(awaited.is_err(), "the panic was lost: {:?}", awaited.ok());
+
+    let table = ffi_pump::Completions::<u8, u64>::new();
+    let completes = table.clone();
+    let submitted = handle.submit(
+        &table,
+        1,
+        move |_| {
+            completes.complete(1, 1);
+            std::thread::sleep(Duration::from_millis(50));
+            panic!("a submit's start panics after completing (expected by this test)");
+        },
+        |_| {},
+    );
+    let awaited = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        futures_lite::future::block_on(common::within("the submit", submitted))
+    }));
+    assert!(awaited.is_err(), "the panic was lost: {:?}", awaited.ok());
+    // A value completed inside a `start` that returns is its request's as before.
+    let answered = handle.request(|_, done: Completer<u64>| done.complete(7), |_, ()| {});
+    let answer = futures_lite::future::block_on(common::within("the request", answered));
+    assert_eq!(answer, Ok(7));
+}
+
+/// Found by a hostile probe: a completer dropped in a panic its pump's `run_once` caught itself
+/// (a C callback the binding guards) ended its request with `Panicked`, which says the pump
+/// failed, while the pump went on: the answer waits for the run to end.
+#[test]
+fn a_completer_dropped_in_a_panic_run_once_caught_ends_the_request_unanswered() {
+    let (pump, handle) = Pump::builder()
+        .build_with_state(
+            |_| Ok(Vec::<Completer<u64>>::new()),
+            |kept: &mut Vec<Completer<u64>>, _| {
+                if let Some(done) = kept.pop() {
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+                        let _done = done;
+                        panic!("a C callback panics, caught by run_once (expected by this test)");
+                    }));
+                }
+                None
+            },
+        )
+        .expect("pump thread starts");
+    let request = handle.request(|kept, done| kept.push(done), |_, ()| {});
+    let answer = futures_lite::future::block_on(common::within("the request", request));
+    assert_eq!(answer, Err(Error::Unanswered));
+    assert!(
+        !pump.is_closed() && !pump.stats().panicked,
+        "the pump went on"
+    );
+}
+
+/// Found by a hostile probe: a request already answered, first polled on its loop's thread,
+/// was refused with `Reentrant` and its value dropped, though it would not have waited.
+#[test]
+fn an_answered_request_first_polled_on_the_loops_thread_gets_its_value() {
+    let (_pump, handle) = library();
+    let request = handle.request(|_, done: Completer<u64>| done.complete(42), |_, ()| {});
+    let request = std::sync::Mutex::new(Some(request));
+    let polled_there = handle.call(move |_| {
+        let request = request.lock().expect("one caller").take().expect("once");
+        futures_lite::future::block_on(request)
+    });
+    let outcome = futures_lite::future::block_on(common::within("a call", polled_there));
+    assert_eq!(outcome, Ok(Ok(42)));
+}

@@ -697,3 +697,40 @@ fn a_loop_that_keeps_refused_values_is_run_again_once_the_stream_has_room() {
         drop(pump);
     });
 }
+
+/// Found by a hostile probe: a `start` that kept its emitter with the library, then panicked,
+/// left the stream open — the library emitted into it, and no stop ever came. The stream ends
+/// as the library would end it: the kept emitter is refused, and its `end` says the library
+/// unsubscribes itself.
+#[test]
+fn a_start_that_kept_its_emitter_then_panicked_ends_the_stream() {
+    futures_lite::future::block_on(async {
+        let (_pump, bus) = Pump::builder()
+            .build_with_state(|_| Ok(Vec::<Emitter<u32>>::new()), |_, _| None)
+            .expect("pump thread starts");
+        let stops = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = stops.clone();
+        let mut stream = bus.subscribe(
+            4,
+            |kept: &mut Vec<Emitter<u32>>, emitter| {
+                kept.push(emitter);
+                panic!("start panics after keeping its emitter (expected by this test)");
+            },
+            move |_, ()| {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            },
+        );
+        let refused = within("a call", bus.call(|kept| kept[0].emit(1).is_err())).await;
+        assert_eq!(refused, Ok(true), "the kept emitter took a value");
+        assert_eq!(within("the stream", stream.next()).await, None);
+        let ended = within("a call", bus.call(|kept| kept.pop().expect("kept").end())).await;
+        assert_eq!(ended, Ok(true), "its end says the library unsubscribes");
+        drop(stream);
+        within("a call", bus.call(|_| ())).await.expect("open");
+        assert_eq!(
+            stops.load(std::sync::atomic::Ordering::SeqCst),
+            0,
+            "no stop"
+        );
+    });
+}

@@ -83,8 +83,12 @@ where
             let refused = match self.state {
                 State::New => self.core.may_wait().err(),
                 // Claimed already: the look finds its value, or the close, as a later poll
-                // would; only a poll from inside the pump is refused.
-                _ => crate::reentry::is_inside(self.core.id()).then_some(Error::Reentrant),
+                // would; only a poll from inside the pump that would wait is refused.
+                _ if crate::reentry::is_inside(self.core.id()) => match self.look(cx) {
+                    Poll::Ready(looked) => return Poll::Ready(looked),
+                    Poll::Pending => Some(Error::Reentrant),
+                },
+                _ => None,
             };
             if let Some(why) = refused {
                 crate::unwind::drop_caught(self.leave());
@@ -150,6 +154,11 @@ where
                 if (matches!(state.get(), KeyState::Claimed(_)) && !new)
                     || matches!(state.get(), KeyState::Done(_)) =>
             {
+                // Completed inside a `start` that still runs, or that panicked after: the value
+                // waits for its end, and a panic goes first.
+                if (self.started.as_ref()).is_some_and(|started| started.holds_back(cx.waker())) {
+                    return Poll::Pending;
+                }
                 let (KeyState::Claimed(value) | KeyState::Done(value)) = state.remove() else {
                     unreachable!("matched a value")
                 };
