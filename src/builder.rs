@@ -76,7 +76,7 @@ impl Builder {
     /// clock (such as `Duration::MAX`) means the timer never fires: the loop then runs only for
     /// [`Pump::kick`] and [`Pump::turn`]. Ticks missed while a run took longer than the
     /// interval, or the executor stalled, are skipped, not made up back to back: the next comes
-    /// one interval after the late one ([`Stats::late_ticks`](crate::Stats::late_ticks)).
+    /// one interval after that run ([`Stats::late_ticks`](crate::Stats::late_ticks)).
     ///
     /// Only pumps that tick have an interval: those whose `run_once` returns `()` or a
     /// [`Next`](crate::Next), wherever the loop lives. A pump whose `run_once` returns

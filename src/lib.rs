@@ -178,9 +178,9 @@
 //! # Tracing
 //!
 //! With the cargo feature `tracing` (off by default) every pump has a span, `ffi_pump::pump`,
-//! with its [name](Builder::name) and the backend that drives it, and reports to it: a `TRACE`
-//! event per round (its number, what caused it — `tick`, `kick`, `readiness`, `deadline` or
-//! `turn` —, the time spent in `run_once` and in the checks, how many waits it woke), `DEBUG`
+//! with its [name](Builder::name) and the backend last set to drive it, and reports to it: a
+//! `TRACE` event per round (its number, what caused it — `tick`, `kick`, `readiness`, `deadline`
+//! or `turn` —, the time spent in `run_once` and in the checks, what it woke), `DEBUG`
 //! events for late and skipped ticks and for a close, `ERROR` when `run_once` panicked and
 //! `WARN` when the readiness trigger failed. Without the feature none of this is compiled in.
 //!

@@ -248,7 +248,9 @@ impl Pump {
     /// [`wait_until_local`](Pump::wait_until_local) for a check that cannot move. Add
     /// `.timeout(..)` to bound the wait; see [`WaitUntil`].
     ///
-    /// A condition that holds at the first poll allocates nothing. A wait that has to wait
+    /// A condition that holds at the first poll allocates nothing (with the default strategy: a
+    /// [`Strategy::Broadcast`] wait, as `wait_until_local`'s, listens for the next run before it
+    /// looks, and its listener is allocated). A wait that has to wait
     /// allocates one small state it shares with the pump, through which it is completed, polls
     /// and gives up without any lock the pump's pass over the checks holds: a poll never waits
     /// for a pass, and a drop at most for the block of 64 checks its own is in, whatever the

@@ -22,7 +22,8 @@ use crate::sync::AtomicU64;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct Stats {
-    /// How many times `run_once` has been called.
+    /// How many runs have ended: calls of `run_once` that returned (or panicked); one under
+    /// way counts once it ends.
     pub rounds: u64,
     /// Waits not finished yet: a `wait_*` future from its first poll, a
     /// [`LoopHandle::request`](crate::LoopHandle::request) or
@@ -35,10 +36,11 @@ pub struct Stats {
     /// Timer ticks that found a [`Pump::turn`](crate::Pump::turn) running the loop and joined it
     /// instead of running it again.
     pub skipped_ticks: u64,
-    /// Timer ticks taken more than one interval after they were due: the pump could not keep
-    /// its cadence (the previous round, or waiters holding the loop lock, took longer, or the
-    /// executor stalled). The ticks then start again one interval after that run: those missed
-    /// meanwhile are not made up.
+    /// Timer ticks the pump could not take on time: they came due while a run (or waiters
+    /// holding the loop lock) took longer than the interval, or more than an interval passed
+    /// before the driver got to them (the executor stalled). They are not made up: the ticks
+    /// start again one interval after the run that overran them, or after the late one's run
+    /// began.
     pub late_ticks: u64,
     /// Kicks on an open pump: calls to [`Pump::kick`](crate::Pump::kick) and
     /// [`Kicker::kick`](crate::Kicker::kick), and those a [`LoopHandle`](crate::LoopHandle)'s

@@ -1,13 +1,16 @@
 //! What a pump tells [`tracing`](https://docs.rs/tracing) (cargo feature `tracing`).
 //!
-//! Every pump has a span, `ffi_pump::pump`, with its name ([`Builder::name`]) and what drives it
-//! (`smol`, `async-std`, `tokio`, `thread` for a thread that drives the pump future,
-//! `loop-thread` for a loop on its own thread); the events below are its children:
+//! Every pump has a span, `ffi_pump::pump`, with its name ([`Builder::name`]) and, in `backend`,
+//! what was last set to drive it: `loop-thread` for a loop on its own thread, or the backend of
+//! the last [`spawn`](crate::Pump::spawn) or [`spawn_on`](crate::Pump::spawn_on) (`smol`,
+//! `async-std`, `tokio`, `thread` for a thread that drives the pump future) — which may be a
+//! driver standing by beside the active one — and nothing for a [`Pump::run`](crate::Pump::run)
+//! future spawned by hand; the events below are its children:
 //!
 //! | level | message | fields |
 //! |---|---|---|
-//! | `TRACE` | `round` | `round` (its number), `cause` (`tick`, `kick`, `readiness`, `deadline`, `turn`), `run_us` (time in `run_once`), `checks_us` (time in the pump-evaluated checks), `woken` (waits woken: by its checks, and broadcast listeners; a wait whose first check succeeded is woken by none, and the checks a pass left for lack of time wake theirs uncounted) |
-//! | `DEBUG` | `late tick` | `late_us`: how long after its due time the tick was taken |
+//! | `TRACE` | `round` | `round` (its number), `cause` (`tick`, `kick`, `readiness`, `deadline`, `turn`), `run_us` (time in `run_once`; on a loop's own thread, with the calls and posts it ran just before), `checks_us` (time in the pump-evaluated checks), `woken` (what the run woke: the waits its checks ended, and every listener of the pump's runs — broadcast waits, and `turn`s and `closed()`s waiting for a run; a wait whose first check succeeded is woken by none, and the checks a pass left for lack of time wake theirs uncounted) |
+//! | `DEBUG` | `late tick` | `late_us`: how long after its due time the tick was taken, or found overrun by a run and skipped |
 //! | `DEBUG` | `skipped tick` | (a tick that found a turn running the loop and joined it) |
 //! | `DEBUG` | `closed` | `reason`: closed by a user, by the last handle or driver going |
 //! | `ERROR` | `closed` | `reason`: `run_once` panicked |

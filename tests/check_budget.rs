@@ -303,3 +303,58 @@ fn arrivals_left_by_the_budget_end_without_a_run() {
         let _ = holder.await;
     });
 }
+
+/// Open (a probe of `Pump::turn`'s docs, this round): with a 1 ns budget, a turn right after
+/// 2 000 waits registered returns with one of them not yet woken, in 2 to 4 runs of 6 (all
+/// 2 000 are woken 50 ms later) — against "every wait whose condition held when it ended has
+/// been woken — even when its checks overran the check budget". Not the pass that marks the
+/// round checked under the lock and wakes after letting go (waiting for those wakes did not
+/// change it); the cause is still to be found. `cargo test --test check_budget -- --ignored`.
+#[test]
+#[ignore = "open: one wait in 2 000 not yet woken when a turn returns, with a 1 ns budget"]
+fn a_turn_returns_after_every_wait_its_round_ended_was_woken() {
+    use std::future::Future;
+    use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+    use std::task::{Context, Wake, Waker};
+
+    struct Count(AtomicU64);
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, SeqCst);
+        }
+    }
+    const WAITS: u64 = 2_000;
+    let runs = Arc::new(AtomicU64::new(0));
+    let counted = runs.clone();
+    let pump = Pump::builder()
+        .check_budget(Duration::from_nanos(1))
+        .interval(Duration::from_secs(3600))
+        .build(move || {
+            counted.fetch_add(1, SeqCst);
+        })
+        .expect("valid settings");
+    pump.spawn_on(ffi_pump::Backend::Thread).expect("a thread");
+    let woken = Arc::new(Count(AtomicU64::new(0)));
+    let waker = Waker::from(woken.clone());
+    let mut cx = Context::from_waker(&waker);
+    let mut waits: Vec<_> = (0..WAITS)
+        .map(|_| {
+            let runs = runs.clone();
+            Box::pin(pump.wait_until(move || {
+                std::hint::black_box((0..100).sum::<u64>());
+                runs.load(SeqCst) >= 1
+            }))
+        })
+        .collect();
+    for wait in &mut waits {
+        assert!(wait.as_mut().poll(&mut cx).is_pending());
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    futures_lite::future::block_on(pump.turn()).expect("a turn");
+    let when_it_returned = woken.0.load(SeqCst);
+    pump.close();
+    assert_eq!(
+        when_it_returned, WAITS,
+        "waits woken when the turn returned"
+    );
+}

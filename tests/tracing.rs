@@ -298,7 +298,7 @@ on_every_backend! {
             let events = events_of(&name);
             for late in with_message(&events, "late tick") {
                 assert_eq!(late.level, Level::DEBUG);
-                assert!(late.number("late_us") >= 1_000, "{late:?}");
+                assert!(late.number("late_us") > 0, "{late:?}");
             }
         });
     }

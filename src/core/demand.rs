@@ -37,6 +37,9 @@ pub(crate) struct Demand {
     wake: Event,
     /// [`Builder::idle_stop`](crate::Builder::idle_stop): without it the pump is never idle.
     idle_stop: bool,
+    /// How many times a wait found no other pending: an idle spell ended (or the first wait
+    /// came). A driver that slept through a spell, never woken for it, restarts its ticks.
+    spells_ended: AtomicUsize,
 }
 
 impl Demand {
@@ -45,13 +48,24 @@ impl Demand {
             state: AtomicUsize::new(0),
             wake: Event::new(),
             idle_stop,
+            spells_ended: AtomicUsize::new(0),
         }
     }
 
     /// Counts a wait as pending, waking an idle driver for the first one.
     pub(crate) fn add_pending(&self) {
         if self.state.fetch_add(WAIT, SeqCst) < WAIT {
+            self.spells_ended.fetch_add(1, SeqCst);
             self.wake.notify(usize::MAX);
+        }
+    }
+
+    /// How many idle spells have ended (see `spells_ended`); 0 for ever on a pump that does not
+    /// stop while idle, whose ticks go on.
+    pub(crate) fn spells_ended(&self) -> usize {
+        match self.idle_stop {
+            true => self.spells_ended.load(SeqCst),
+            false => 0,
         }
     }
 

@@ -53,6 +53,13 @@ pub(crate) struct Wakeups<'a> {
     /// left running from one sleep to the next, not re-armed. Cleared while idle: the ticks
     /// missed asleep are not owed.
     ticking: bool,
+    /// When the ticking timer fires next, as far as this driver knows.
+    next_tick: Option<Instant>,
+    /// The idle spells ended when the ticks last started ([`Demand::spells_ended`]): a spell
+    /// that ended since, which the driver slept through, starts them again.
+    ///
+    /// [`Demand::spells_ended`]: crate::core::Demand::spells_ended
+    spells_ended: usize,
     /// The driver has not handed its thread back since the last step: a step that is due at
     /// once waits for one yield first.
     owes_yield: bool,
@@ -82,6 +89,8 @@ impl<'a> Wakeups<'a> {
                 .map_err(Error::Trigger)?,
             after_readiness: false,
             ticking: false,
+            next_tick: None,
+            spells_ended: core.demand.spells_ended(),
             owes_yield: false,
         })
     }
@@ -108,6 +117,16 @@ impl<'a> Wakeups<'a> {
 
     async fn decide(&mut self) -> Step {
         let core = self.core;
+        // Ticks that came due while the last step took longer (a slow run, waiters holding the
+        // loop lock) are skipped, not made up back to back: the next comes one interval after it.
+        if let Some(due) = self
+            .next_tick
+            .filter(|&due| self.ticking && due <= Instant::now())
+        {
+            core.counters.count_late_tick();
+            core.span.late_tick(due.elapsed());
+            self.start_ticks();
+        }
         if std::mem::take(&mut self.after_readiness) {
             if let Some(Err(kind)) = self.watch.as_ref().map(|w| w.trigger().is_open()) {
                 core.fail(Error::Trigger(kind));
@@ -149,13 +168,17 @@ impl<'a> Wakeups<'a> {
             } else {
                 let next = core.next.get();
                 armed_for = Some(next);
+                // An idle spell this driver slept through (the last wait gave up while the timer
+                // ran): the ticks start again for the wait that ended it.
+                let spells_ended = core.demand.spells_ended();
+                if spells_ended != self.spells_ended {
+                    self.spells_ended = spells_ended;
+                    self.ticking = false;
+                }
                 match next {
                     // The first wait after idle gets its run one interval from now, not a burst
                     // of ticks the timer missed while asleep.
-                    Next::Tick if !self.ticking => {
-                        self.timer.set_interval(core.config.interval);
-                        self.ticking = true;
-                    }
+                    Next::Tick if !self.ticking => self.start_ticks(),
                     Next::Tick => {}
                     // Sleep exactly until the library says it has work; nothing due, no run.
                     Next::At(at) => {
@@ -229,9 +252,19 @@ impl<'a> Wakeups<'a> {
         if late > core.config.interval {
             core.counters.count_late_tick();
             core.span.late_tick(late);
-            self.timer.set_interval(core.config.interval);
+            self.start_ticks();
+        } else {
+            self.next_tick = due.checked_add(core.config.interval);
         }
         Cause::Tick
+    }
+
+    /// Starts the ticks: the first one interval from now.
+    fn start_ticks(&mut self) {
+        let interval = self.core.config.interval;
+        self.timer.set_interval(interval);
+        self.ticking = true;
+        self.next_tick = Instant::now().checked_add(interval);
     }
 }
 
