@@ -143,6 +143,10 @@ async fn turn(core: Arc<Core>) -> Result<(), Error> {
 /// counts on the round being complete (a wait whose condition held at the run is woken by the
 /// time the turn returns), so the turn goes on with it itself, pass by pass, letting go of the
 /// lock between them as the driver does. Without a driver nobody else would.
+///
+/// Each pass wakes the waits its checks ended once it let go of the lock: the pass that ends
+/// the round may come while an earlier one is still waking its own, and the turn waits for
+/// those too (the wakers' calls, no more).
 async fn checks_of(core: &Core, round: u64) -> Result<(), Error> {
     while !core.rounds.is_checked(round) {
         core.status()?;
@@ -151,6 +155,7 @@ async fn checks_of(core: &Core, round: u64) -> Result<(), Error> {
             guard.go_on_checking();
         }
     }
+    core.pass_buffers.settled().await;
     core.status()
 }
 

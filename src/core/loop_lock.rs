@@ -258,7 +258,7 @@ impl<'a> LoopGuard<'a> {
             return Err(core.close.reason());
         }
         let mut buffers = core.pass_buffers.take();
-        let Buffers { woken, removed } = &mut buffers;
+        let Buffers { woken, removed, .. } = &mut buffers;
         let mut clock = RoundClock::start();
         let (outcome, round) = {
             let _inside = Inside::enter(core.id());
@@ -300,6 +300,7 @@ impl<'a> LoopGuard<'a> {
         if outcome.is_err() {
             core.fail(Error::Panicked);
         }
+        core.pass_buffers.hold(&mut buffers);
         drop(self);
         if let Ok(None) = outcome {
             core.pass_buffers.wake(buffers);
@@ -329,7 +330,7 @@ impl<'a> LoopGuard<'a> {
         {
             let _inside = Inside::enter(core.id());
             let budget = core.config.check_budget;
-            let Buffers { woken, removed } = &mut buffers;
+            let Buffers { woken, removed, .. } = &mut buffers;
             let left = core.registry.evaluate_rest(budget, woken, removed);
             if !left.round {
                 // No run starts while the lock is held: the round counted now is the one.
@@ -339,6 +340,7 @@ impl<'a> LoopGuard<'a> {
                 core.demand.go_on_checking();
             }
         }
+        core.pass_buffers.hold(&mut buffers);
         drop(self);
         core.pass_buffers.wake(buffers);
     }
@@ -404,10 +406,11 @@ fn evaluate_arrivals_fenced(core: &Core) {
         let mut buffers = core.pass_buffers.take();
         let seen_all = {
             let _inside = Inside::enter(core.id());
-            let Buffers { woken, removed } = &mut buffers;
+            let Buffers { woken, removed, .. } = &mut buffers;
             let budget = Some(core.config.check_budget);
             core.registry.evaluate_arrivals(budget, woken, removed)
         };
+        core.pass_buffers.hold(&mut buffers);
         core.loop_lock.release(raw);
         core.pass_buffers.wake(buffers);
         if !seen_all {

@@ -1,10 +1,13 @@
 //! [`PassBuffers`]: the memory an evaluation fills, kept from one round to the next.
 
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::sync::Arc;
 use std::task::Waker;
 
+use event_listener::Event;
+
 use crate::registry::{drop_removed, keep_spare, Removed};
-use crate::sync::{lock, AtomicBool, Mutex};
+use crate::sync::{lock, AtomicBool, AtomicUsize, Mutex};
 
 /// What a pass over the checks hands out once it lets go of the loop lock: the wakers of the
 /// waits it completed, and the entries it took out (dropped with no lock held). The vectors are
@@ -16,6 +19,32 @@ use crate::sync::{lock, AtomicBool, Mutex};
 pub(crate) struct Buffers {
     pub(crate) woken: Vec<Waker>,
     pub(crate) removed: Vec<Removed>,
+    /// [`PassBuffers::waking`] while these count there ([`PassBuffers::hold`]), until woken or
+    /// dropped.
+    held: Option<Arc<Waking>>,
+}
+
+impl Drop for Buffers {
+    fn drop(&mut self) {
+        if let Some(waking) = self.held.take() {
+            waking.done();
+        }
+    }
+}
+
+/// The passes that let go of the loop lock with waits still to wake, and "none is left".
+#[derive(Default)]
+struct Waking {
+    count: AtomicUsize,
+    settled: Event,
+}
+
+impl Waking {
+    fn done(&self) {
+        if self.count.fetch_sub(1, SeqCst) == 1 {
+            self.settled.notify(usize::MAX);
+        }
+    }
 }
 
 /// The spare [`Buffers`] of a pump. One pass at a time holds the loop lock, but the last one
@@ -25,6 +54,8 @@ pub(crate) struct PassBuffers {
     spare: Mutex<Buffers>,
     /// `spare` holds memory: a pump whose passes never wake anything takes no lock for it.
     kept: AtomicBool,
+    /// Passes that let go of the loop lock with waits still to wake.
+    waking: Arc<Waking>,
 }
 
 impl PassBuffers {
@@ -37,18 +68,43 @@ impl PassBuffers {
         std::mem::take(&mut *lock(&self.spare))
     }
 
+    /// Counts `buffers`' waits as still to wake until [`wake`](PassBuffers::wake) woke them:
+    /// called with the loop lock held, before letting go, so whoever takes the lock next sees
+    /// them ([`is_waking`](PassBuffers::is_waking)).
+    pub(crate) fn hold(&self, buffers: &mut Buffers) {
+        if !buffers.woken.is_empty() && buffers.held.is_none() {
+            self.waking.count.fetch_add(1, SeqCst);
+            buffers.held = Some(self.waking.clone());
+        }
+    }
+
+    /// Waits until no pass that let go of the loop lock is still waking the waits its checks
+    /// ended.
+    pub(crate) async fn settled(&self) {
+        loop {
+            let settled = self.waking.settled.listen();
+            if self.waking.count.load(SeqCst) == 0 {
+                return;
+            }
+            settled.await;
+        }
+    }
+
     /// Wakes the waits in `buffers`, drops their entries, and keeps the emptied vectors.
     pub(crate) fn wake(&self, mut buffers: Buffers) {
         for waker in buffers.woken.drain(..) {
             waker.wake();
+        }
+        if let Some(waking) = buffers.held.take() {
+            waking.done();
         }
         drop_removed(buffers.removed.drain(..));
         if buffers.woken.capacity() == 0 && buffers.removed.capacity() == 0 {
             return;
         }
         let mut spare = lock(&self.spare);
-        keep_spare(&mut spare.woken, buffers.woken);
-        keep_spare(&mut spare.removed, buffers.removed);
+        keep_spare(&mut spare.woken, std::mem::take(&mut buffers.woken));
+        keep_spare(&mut spare.removed, std::mem::take(&mut buffers.removed));
         self.kept.store(true, Relaxed);
     }
 }
