@@ -70,7 +70,7 @@ impl PassBuffers {
 
     /// Counts `buffers`' waits as still to wake until [`wake`](PassBuffers::wake) woke them:
     /// called with the loop lock held, before letting go, so whoever takes the lock next sees
-    /// them ([`is_waking`](PassBuffers::is_waking)).
+    /// them ([`settled`](PassBuffers::settled)).
     pub(crate) fn hold(&self, buffers: &mut Buffers) {
         if !buffers.woken.is_empty() && buffers.held.is_none() {
             self.waking.count.fetch_add(1, SeqCst);

@@ -102,8 +102,9 @@ impl Sources {
 
     /// A source that fires once, after `delay` (an idle source for a zero delay; in whole
     /// milliseconds, rounded up, up to `u32::MAX` of them, ~49.7 days; past that in whole
-    /// seconds, at most `u32::MAX` of them, ~136 years); the request ends when it fired. Made on the loop's thread before its next run; a request that gives up (times
-    /// out, is dropped) destroys it there.
+    /// seconds, at most `u32::MAX` of them, ~136 years); the request ends when it fired. Made on
+    /// the loop's thread before its next run; a request that gives up (times out, is dropped)
+    /// destroys it there.
     pub fn after(&self, delay: Duration) -> Request<Fired> {
         self.attach(move |mut fire| {
             let callback = move || {
@@ -136,8 +137,9 @@ impl Sources {
 
     /// A source that fires once, when `fd` becomes readable (a GLib unix-fd source); the request
     /// ends when it fired, as [`after`](Sources::after)'s does. The descriptor must stay open
-    /// until then (a closed one never fires). One the kernel cannot poll (a regular file, `/dev/null`), which GLib's own
-    /// `poll()` finds ready at once, never fires here: the pump's set does not take it.
+    /// until then (a closed one never fires). One the kernel cannot poll (a regular file,
+    /// `/dev/null`), which GLib's own `poll()` finds ready at once, never fires here: the pump's
+    /// set does not take it.
     pub fn readable(&self, fd: RawFd) -> Request<Fired> {
         self.attach(move |mut fire| {
             let callback = move |_, why: IOCondition| {
