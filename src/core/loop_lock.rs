@@ -250,10 +250,6 @@ impl<'a> LoopGuard<'a> {
         local: Option<&mut dyn FnMut() -> Option<Next>>,
     ) -> Result<Ran, Error> {
         let core = self.core;
-        // The run starts after every kick taken here (so before its start, which a turn
-        // compares with): a burst of them, or one made while the run before it went on, asks
-        // for no other.
-        let _ = core.demand.take_kick();
         if !core.rounds.start() {
             return Err(core.close.reason());
         }

@@ -92,6 +92,13 @@ pub(crate) async fn drive<L: FnMut(Cause) -> Option<Next>>(
                             continue;
                         }
                     }
+                    // A kick's run starts after every kick made while it queued for the lock (a
+                    // turn's run going on): taken now, before the run's start, which a turn
+                    // compares with, they ask for no other run. A tick's run leaves them: a kick
+                    // gets a run of its own.
+                    if cause == Cause::Kick {
+                        let _ = core.demand.take_kick();
+                    }
                     let mut for_cause = local.as_mut().map(|run_once| move || run_once(cause));
                     let local = for_cause
                         .as_mut()
