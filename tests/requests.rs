@@ -394,10 +394,13 @@ fn requests_made_on_the_loops_thread_are_answered_where_they_are_awaited() {
 
 /// Found in review: a request made elsewhere and awaited on the loop's thread (a call that
 /// blocks on it) hung that thread for ever, which alone could answer it; it is refused with
-/// `Reentrant`, as before `submit` took its key at once.
+/// `Reentrant`, as before `submit` took its key at once. Held, so that no run answers it
+/// before the call polls it (one already answered is its value there: the test below).
 #[test]
 fn a_request_awaited_on_the_loops_thread_is_refused() {
     let (_pump, handle) = library();
+    let held = handle.call(|library| library.held = true);
+    futures_lite::future::block_on(common::within("a call", held)).expect("open");
     let request = handle.request(start(5), cancel);
     let blocked_there = handle.call(move |_| futures_lite::future::block_on(request));
     let outcome = futures_lite::future::block_on(common::within("a call", blocked_there));
