@@ -4,7 +4,7 @@
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 #![forbid(unsafe_code)]
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -32,8 +32,8 @@ impl Timers {
         self.live.set(self.live.get() + 1);
         Callback {
             due,
-            done: RefCell::new(Some(done)),
-            live: self.live.clone(),
+            done,
+            _live: Live(self.live.clone()),
         }
     }
 
@@ -47,25 +47,25 @@ impl Timers {
 #[derive(Debug)]
 pub struct Callback {
     due: Instant,
-    done: RefCell<Option<Completer<Fired>>>,
-    live: Rc<Cell<usize>>,
+    done: Completer<Fired>,
+    _live: Live,
 }
 
+/// Counts its timer among the live ones while it lives.
+#[derive(Debug)]
+struct Live(Rc<Cell<usize>>);
+
 impl Callback {
-    /// The timer fired: completes its request with when it was due and now (once).
-    pub fn fire(&self) {
-        if let Some(done) = self.done.borrow_mut().take() {
-            done.complete(Fired {
-                due: self.due,
-                at: Instant::now(),
-            });
-        }
+    /// The timer fired: completes its request with when it was due and now.
+    pub fn fire(self) {
+        let at = Instant::now();
+        self.done.complete(Fired { due: self.due, at });
     }
 }
 
-impl Drop for Callback {
+impl Drop for Live {
     fn drop(&mut self) {
-        self.live.set(self.live.get() - 1);
+        self.0.set(self.0.get() - 1);
     }
 }
 

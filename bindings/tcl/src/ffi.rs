@@ -17,6 +17,15 @@ pub struct Tcl_Time {
     pub usec: std::ffi::c_long,
 }
 
+/// `Tcl_Obj`: opaque here.
+#[repr(C)]
+pub struct Tcl_Obj {
+    _private: [u8; 0],
+}
+
+/// `Tcl_UniChar`: a UTF-16 unit, as Tcl 8.6 is built by default (`TCL_UTF_MAX` 3).
+pub type Tcl_UniChar = u16;
+
 /// `Tcl_TimerToken`: an opaque pointer.
 pub type Tcl_TimerToken = *mut c_void;
 
@@ -33,13 +42,10 @@ extern "C" {
     pub fn Tcl_CreateInterp() -> *mut Tcl_Interp;
     pub fn Tcl_DeleteInterp(interp: *mut Tcl_Interp);
     pub fn Tcl_FinalizeThread();
-    pub fn Tcl_EvalEx(
-        interp: *mut Tcl_Interp,
-        script: *const c_char,
-        num_bytes: c_int,
-        flags: c_int,
-    ) -> c_int;
-    pub fn Tcl_GetStringResult(interp: *mut Tcl_Interp) -> *const c_char;
+    pub fn Tcl_NewUnicodeObj(unicode: *const Tcl_UniChar, num_chars: c_int) -> *mut Tcl_Obj;
+    pub fn Tcl_EvalObjEx(interp: *mut Tcl_Interp, object: *mut Tcl_Obj, flags: c_int) -> c_int;
+    pub fn Tcl_GetObjResult(interp: *mut Tcl_Interp) -> *mut Tcl_Obj;
+    pub fn Tcl_GetUnicodeFromObj(object: *mut Tcl_Obj, length: *mut c_int) -> *mut Tcl_UniChar;
     pub fn Tcl_DoOneEvent(flags: c_int) -> c_int;
     pub fn Tcl_GetTime(time: *mut Tcl_Time);
     pub fn Tcl_CreateTimerHandler(

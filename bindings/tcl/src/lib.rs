@@ -16,10 +16,8 @@
 
 mod ffi;
 
-use std::cell::RefCell;
-use std::collections::{BTreeSet, HashMap};
-use std::ffi::{c_int, c_void, CStr};
-use std::rc::Rc;
+use std::collections::BTreeSet;
+use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Once};
 use std::time::{Duration, Instant};
@@ -59,12 +57,9 @@ struct Interp {
     schedule: Schedule,
     /// When each pending timer is due, in order (Tcl does not say when its next one is). By
     /// Tcl's own clock, the wall clock: if that is set back, Tcl fires its timers that much
-    /// later, and the pump wakes for them then. Left here until the timer fired or was deleted.
+    /// later, and the pump wakes for them then. Left here until a run that began after it was
+    /// due has found no more events (Tcl fired it then), or its sleep's cancel.
     due: BTreeSet<Due>,
-    /// When each pending timer is due, by its sleep.
-    due_of: HashMap<RequestId, i64>,
-    /// The timers that fired in this run, told by their callbacks.
-    fired: Rc<RefCell<Vec<RequestId>>>,
     timers: Timers,
     counters: Arc<Counters>,
     inside: AtomicBool,
@@ -73,27 +68,18 @@ struct Interp {
 /// A timer made for a sleep: what its cancel needs (kept by the pump on this thread).
 struct Timer {
     token: ffi::Tcl_TimerToken,
-    data: *mut TimerData,
+    data: *mut Callback,
     due: Due,
-}
-
-/// What a timer's callback carries.
-struct TimerData {
-    callback: Callback,
-    id: RequestId,
-    fired: Rc<RefCell<Vec<RequestId>>>,
 }
 
 /// # Safety
 ///
-/// Called by Tcl with the `TimerData` that `Interp::after` leaked for it, once.
+/// Called by Tcl with the `Callback` that `Interp::after` leaked for it, once.
 unsafe extern "C" fn fire(client_data: *mut c_void) {
-    // SAFETY: `client_data` is the `Box<TimerData>` leaked by `Interp::after`; Tcl calls this
+    // SAFETY: `client_data` is the `Box<Callback>` leaked by `Interp::after`; Tcl calls this
     // once, and firing answers the sleep, after which its cancel (the only other owner) never
     // runs: it is freed exactly once.
-    let data = unsafe { Box::from_raw(client_data.cast::<TimerData>()) };
-    data.fired.borrow_mut().push(data.id);
-    data.callback.fire();
+    unsafe { Box::from_raw(client_data.cast::<Callback>()) }.fire();
 }
 
 /// Tcl's clock now, in µs since its epoch.
@@ -131,8 +117,6 @@ impl Interp {
             raw,
             schedule,
             due: BTreeSet::new(),
-            due_of: HashMap::new(),
-            fired: Rc::default(),
             timers: Timers::default(),
             counters,
             inside: AtomicBool::new(false),
@@ -146,13 +130,7 @@ impl Interp {
         let ms = c_int::try_from(delay.as_micros().div_ceil(1000)).unwrap_or(c_int::MAX);
         let delay = Duration::from_millis(ms as u64);
         // Read before Tcl reads its own clock: the timer is due no earlier than this.
-        let callback = self.timers.callback(done, Instant::now() + delay);
-        let fired = self.fired.clone();
-        let data = Box::into_raw(Box::new(TimerData {
-            callback,
-            id,
-            fired,
-        }));
+        let data = Box::into_raw(Box::new(self.timers.callback(done, Instant::now() + delay)));
         // SAFETY: `fire` matches `Tcl_TimerProc`; `data` stays valid until `fire` frees it or
         // `cancel` deletes the timer and frees it.
         let token = unsafe { ffi::Tcl_CreateTimerHandler(ms, fire, data.cast()) };
@@ -160,7 +138,6 @@ impl Interp {
         // run finds it due.
         let due = (tcl_now() + i64::from(ms) * 1000, id);
         self.due.insert(due);
-        self.due_of.insert(id, due.0);
         Timer { token, data, due }
     }
 
@@ -174,16 +151,26 @@ impl Interp {
             drop(Box::from_raw(timer.data));
         }
         self.due.remove(&timer.due);
-        self.due_of.remove(&timer.due.1);
     }
 
+    /// Runs `script`, handed to Tcl and back in UTF-16, which Tcl 8.6 converts to and from its
+    /// own form of UTF-8 (NUL as `C0 80`, a character past U+FFFF as a surrogate pair).
     fn eval(&mut self, script: &str) -> Result<String, String> {
-        let script = to_tcl(script);
+        let script: Vec<ffi::Tcl_UniChar> = script.encode_utf16().collect();
         let len = c_int::try_from(script.len()).map_err(|_| "script too long".to_string())?;
-        // SAFETY: `raw` is this thread's live interpreter; the script is `len` bytes.
-        let code = unsafe { ffi::Tcl_EvalEx(self.raw, script.as_ptr().cast(), len, 0) };
-        // SAFETY: the interpreter's result is a NUL-terminated string it owns until the next call.
-        let result = from_tcl(unsafe { CStr::from_ptr(ffi::Tcl_GetStringResult(self.raw)) });
+        let mut result_len: c_int = 0;
+        // SAFETY: `raw` is this thread's live interpreter. The new object copies the `len`
+        // units of `script`; `Tcl_EvalObjEx` holds a reference to it while it runs and frees it
+        // after (it had none). The result object is the interpreter's, alive until its next
+        // call; its units are `result_len` long (never null: Tcl ends them with a 0).
+        let (code, result) = unsafe {
+            let object = ffi::Tcl_NewUnicodeObj(script.as_ptr(), len);
+            let code = ffi::Tcl_EvalObjEx(self.raw, object, 0);
+            let result = ffi::Tcl_GetObjResult(self.raw);
+            let units = ffi::Tcl_GetUnicodeFromObj(result, &mut result_len);
+            let units = std::slice::from_raw_parts(units, usize::try_from(result_len).unwrap_or(0));
+            (code, String::from_utf16_lossy(units))
+        };
         if code == ffi::TCL_OK {
             Ok(result)
         } else {
@@ -197,87 +184,36 @@ impl Interp {
             self.counters.overlaps.fetch_add(1, Ordering::SeqCst);
         }
         self.counters.runs.fetch_add(1, Ordering::SeqCst);
+        let began = tcl_now();
         // Bounded, in case a script keeps posting idle events.
+        let mut drained = false;
         for _ in 0..100_000 {
             // SAFETY: this thread owns the interpreter and its notifier.
             if unsafe { ffi::Tcl_DoOneEvent(ffi::TCL_DONT_WAIT | ffi::TCL_ALL_EVENTS) } == 0 {
+                drained = true;
                 break;
             }
             self.counters.events.fetch_add(1, Ordering::SeqCst);
         }
-        for id in self.fired.borrow_mut().drain(..) {
-            if let Some(at) = self.due_of.remove(&id) {
-                self.due.remove(&(at, id));
-            }
-        }
         self.inside.store(false, Ordering::SeqCst);
+        if !drained {
+            return Some(Instant::now());
+        }
+        // Tcl checks its timers whenever it finds no event queued, by its clock read after
+        // `began`: every timer due by then has fired.
+        while self.due.first().is_some_and(|&(at, _)| at <= began) {
+            self.due.pop_first();
+        }
         let (&(next, _), schedule) = (self.due.first()?, self.schedule);
         match schedule {
-            // A timer Tcl did not find due although its time has come (it came after Tcl
-            // looked) is looked at again a millisecond on.
-            Schedule::Deadlines => match u64::try_from(next - tcl_now()) {
-                Ok(wait) if wait > 0 => Some(Instant::now() + Duration::from_micros(wait)),
-                _ => Some(Instant::now() + Duration::from_millis(1)),
-            },
+            Schedule::Deadlines => {
+                let wait = u64::try_from(next - tcl_now()).unwrap_or(0);
+                Some(Instant::now() + Duration::from_micros(wait))
+            }
             // A period past the clock's range never comes.
             Schedule::Every(period) => Instant::now().checked_add(period),
         }
     }
-}
-
-/// A script in Tcl's own form of UTF-8, where NUL is `C0 80` (a raw NUL would end it).
-fn to_tcl(script: &str) -> std::borrow::Cow<'_, [u8]> {
-    match script.contains('\0') {
-        false => script.as_bytes().into(),
-        true => (script.bytes())
-            .flat_map(|byte| match byte {
-                0 => vec![0xC0, 0x80],
-                byte => vec![byte],
-            })
-            .collect::<Vec<u8>>()
-            .into(),
-    }
-}
-
-/// A string in Tcl's own form of UTF-8 as UTF-8: NUL is `C0 80` there, and a character past
-/// U+FFFF a pair of surrogates, three bytes each (Tcl 8.6).
-fn from_tcl(tcl: &CStr) -> String {
-    let bytes = tcl.to_bytes();
-    let mut utf8 = Vec::with_capacity(bytes.len());
-    let mut at = 0;
-    while at < bytes.len() {
-        let rest = &bytes[at..];
-        match rest {
-            [0xC0, 0x80, ..] => {
-                utf8.push(0);
-                at += 2;
-            }
-            [0xED, high @ 0xA0..=0xAF, mid @ 0x80..=0xBF, 0xED, low @ 0xB0..=0xBF, last @ 0x80..=0xBF, ..] =>
-            {
-                let high = 0xD800 | (u32::from(high & 0x0F) << 6) | u32::from(mid & 0x3F);
-                let low = 0xDC00 | (u32::from(low & 0x0F) << 6) | u32::from(last & 0x3F);
-                let code = 0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00);
-                let c = char::from_u32(code).unwrap_or(char::REPLACEMENT_CHARACTER);
-                utf8.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
-                at += 6;
-            }
-            // A lone surrogate, which UTF-8 cannot hold: one replacement character for it.
-            [0xED, 0xA0..=0xBF, 0x80..=0xBF, ..] => {
-                utf8.extend_from_slice(
-                    char::REPLACEMENT_CHARACTER
-                        .encode_utf8(&mut [0; 4])
-                        .as_bytes(),
-                );
-                at += 3;
-            }
-            [byte, ..] => {
-                utf8.push(*byte);
-                at += 1;
-            }
-            [] => unreachable!("at < len"),
-        }
-    }
-    String::from_utf8_lossy(&utf8).into_owned()
 }
 
 impl Drop for Interp {
