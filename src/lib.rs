@@ -124,7 +124,8 @@
 //! [`Backend::Thread`] spawns **a thread that drives the pump future** ("ffi-pump-driver",
 //! span `thread`); [`Builder::build_with_state`] puts **the
 //! loop on its own thread** ("ffi-pump-loop", span `loop-thread`), which also keeps a `!Send` C
-//! handle on the one thread that owns it.
+//! handle on the one thread that owns it. Both get an 8 MiB stack, as a C program's main thread
+//! has on Linux: C libraries are written for it (std's threads get 2 MiB).
 //!
 //! # Where the loop lives × what wakes it
 //!

@@ -308,6 +308,52 @@ fn the_crates_threads_are_named_as_documented() {
     assert_eq!(name.expect("a call").as_deref(), Some("ffi-pump-loop"));
 }
 
+/// Recurses until about `bytes` of the stack below `top` are in use, as a C library's recursion
+/// may (Tcl's parser); returns how deep it went, in bytes.
+#[inline(never)]
+fn deep(top: usize, bytes: usize) -> usize {
+    let frame = std::hint::black_box([0_u8; 16 << 10]);
+    let here = frame.as_ptr() as usize;
+    match top.saturating_sub(here) {
+        used if used >= bytes => used,
+        _ => std::hint::black_box(deep(top, bytes)),
+    }
+}
+
+/// How deep `deep` goes from this thread's current frame.
+fn use_stack(bytes: usize) -> usize {
+    let top = 0_u8;
+    deep(std::ptr::addr_of!(top) as usize, bytes)
+}
+
+/// Found by a hostile probe of the Tcl binding: a deeply nested script overflowed the loop's
+/// thread's stack (std's 2 MiB) and aborted the process, where tclsh, on a main thread's 8 MiB,
+/// answers with an error. Both threads the crate starts run C code with 8 MiB; 6 MiB of it used
+/// here (this test aborted the whole binary before).
+#[test]
+fn the_crates_threads_have_a_c_programs_stack() {
+    let ran = Arc::new(AtomicU64::new(0));
+    let record = ran.clone();
+    let driven = Pump::builder()
+        .build(move || {
+            record.store(use_stack(6 << 20) as u64, Ordering::SeqCst);
+        })
+        .expect("valid settings");
+    driven
+        .spawn_on(ffi_pump::Backend::Thread)
+        .expect("a thread");
+    driven.kick();
+    futures_lite::future::block_on(common::eventually("a run", || {
+        ran.load(Ordering::SeqCst) > 0
+    }));
+    let (_owner, handle) = Pump::builder()
+        .build_with_state(|_| Ok(()), |_, _| None)
+        .expect("the loop's thread starts");
+    assert!(ran.load(Ordering::SeqCst) >= 6 << 20);
+    let used = futures_lite::future::block_on(handle.call(|_| use_stack(6 << 20)));
+    assert!(used.expect("a call") >= 6 << 20);
+}
+
 /// Found by a hostile probe: a broadcast wait (and `wait_until_local`, which always is one)
 /// first polled while a run held the loop lock queued for it; the pump closed meanwhile; the
 /// wait, polled once the lock was let go, took it and ran its check — on a library that

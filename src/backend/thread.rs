@@ -11,6 +11,7 @@ const THREAD_NAME: &str = "ffi-pump-driver";
 pub(crate) fn spawn(run: Driver) -> Result<(), Error> {
     thread::Builder::new()
         .name(THREAD_NAME.into())
+        .stack_size(crate::driver::C_STACK_SIZE)
         .spawn(move || crate::reactor::block_on(run))
         .map(drop)
         .map_err(|err| Error::ThreadSpawn(err.kind()))

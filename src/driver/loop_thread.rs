@@ -18,6 +18,12 @@ use crate::{Error, IntoNext, Next, Run, Setup};
 /// The thread's name: the loop lives on it.
 const THREAD_NAME: &str = "ffi-pump-loop";
 
+/// The stack of each thread the crate starts to run C code on: as large as a C program's main
+/// thread gets on Linux, which C libraries are written for (Tcl's parser recurses into it; on
+/// std's 2 MiB a deeply nested script overflowed it and aborted the process). Only the pages
+/// used are committed.
+pub(crate) const C_STACK_SIZE: usize = 8 << 20;
+
 /// How the pump's span names what drives a loop on its own thread (a thread that only drives
 /// the pump future is `Backend::Thread`'s "thread").
 pub(crate) const LOOP_THREAD: &str = "loop-thread";
@@ -55,6 +61,7 @@ where
     let (made, outcome) = mpsc::sync_channel::<Result<(), Error>>(1);
     thread::Builder::new()
         .name(THREAD_NAME.into())
+        .stack_size(C_STACK_SIZE)
         .spawn(move || {
             let _count = count;
             let _active = active;

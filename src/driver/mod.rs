@@ -8,7 +8,7 @@ mod wakeups;
 
 pub use cause::Cause;
 pub use future::Driver;
-pub(crate) use loop_thread::{spawn_loop_thread, LOOP_THREAD};
+pub(crate) use loop_thread::{spawn_loop_thread, C_STACK_SIZE, LOOP_THREAD};
 pub(crate) use wakeups::Wakeups;
 
 use std::sync::Arc;
