@@ -118,7 +118,7 @@ impl Sources {
             // source would fire early. Past that, whole seconds in 32 bits, the delay's rounded
             // up and one more: GLib moves a seconds source's expiry to its own mark in the
             // second, up to a quarter of a second earlier.
-            let ms = delay.as_micros().div_ceil(1000);
+            let ms = delay.as_nanos().div_ceil(1_000_000);
             match u32::try_from(ms) {
                 Ok(ms) => glib::timeout_source_new(
                     Duration::from_millis(ms.into()),

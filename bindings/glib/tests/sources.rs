@@ -179,6 +179,20 @@ fn a_source_never_fires_before_its_delay() {
             "after {:?}",
             at - added
         );
+        // Found by a later probe: the delay went to whole microseconds before it was rounded
+        // up, so one under a microsecond fired at once, and 1 ms + 1 ns after 1 ms, not 2.
+        for (delay, ms) in [
+            (Duration::from_nanos(1), 1),
+            (Duration::from_nanos(1_000_001), 2),
+        ] {
+            let added = Instant::now();
+            let at = sources.after(delay).timeout(HANG).await.expect("fired").at;
+            let after = at - added;
+            assert!(
+                after >= Duration::from_millis(ms),
+                "{delay:?} after {after:?}"
+            );
+        }
     });
 }
 

@@ -16,8 +16,10 @@
 
 mod ffi;
 
+use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::ffi::{c_int, c_void};
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Once};
 use std::time::{Duration, Instant};
@@ -57,9 +59,8 @@ struct Interp {
     schedule: Schedule,
     /// When each pending timer is due, in order (Tcl does not say when its next one is). By
     /// Tcl's own clock, the wall clock: if that is set back, Tcl fires its timers that much
-    /// later, and the pump wakes for them then. Left here until a run that began after it was
-    /// due has found no more events (Tcl fired it then), or its sleep's cancel.
-    due: BTreeSet<Due>,
+    /// later, and the pump wakes for them then. Each leaves it as it fires, or at its cancel.
+    due: Rc<RefCell<BTreeSet<Due>>>,
     timers: Timers,
     counters: Arc<Counters>,
     inside: AtomicBool,
@@ -68,18 +69,26 @@ struct Interp {
 /// A timer made for a sleep: what its cancel needs (kept by the pump on this thread).
 struct Timer {
     token: ffi::Tcl_TimerToken,
-    data: *mut Callback,
+    data: *mut TimerData,
+}
+
+/// What a timer's callback carries.
+struct TimerData {
+    callback: Callback,
     due: Due,
+    pending: Rc<RefCell<BTreeSet<Due>>>,
 }
 
 /// # Safety
 ///
-/// Called by Tcl with the `Callback` that `Interp::after` leaked for it, once.
+/// Called by Tcl with the `TimerData` that `Interp::after` leaked for it, once.
 unsafe extern "C" fn fire(client_data: *mut c_void) {
-    // SAFETY: `client_data` is the `Box<Callback>` leaked by `Interp::after`; Tcl calls this
+    // SAFETY: `client_data` is the `Box<TimerData>` leaked by `Interp::after`; Tcl calls this
     // once, and firing answers the sleep, after which its cancel (the only other owner) never
     // runs: it is freed exactly once.
-    unsafe { Box::from_raw(client_data.cast::<Callback>()) }.fire();
+    let data = unsafe { Box::from_raw(client_data.cast::<TimerData>()) };
+    data.pending.borrow_mut().remove(&data.due);
+    data.callback.fire();
 }
 
 /// Tcl's clock now, in µs since its epoch.
@@ -116,7 +125,7 @@ impl Interp {
         Ok(Interp {
             raw,
             schedule,
-            due: BTreeSet::new(),
+            due: Rc::default(),
             timers: Timers::default(),
             counters,
             inside: AtomicBool::new(false),
@@ -127,18 +136,27 @@ impl Interp {
     fn after(&mut self, done: Completer<Fired>, delay: Duration) -> Timer {
         let id = done.id();
         // Whole milliseconds, rounded up: a timer never fires before its delay.
-        let ms = c_int::try_from(delay.as_micros().div_ceil(1000)).unwrap_or(c_int::MAX);
+        let ms = c_int::try_from(delay.as_nanos().div_ceil(1_000_000)).unwrap_or(c_int::MAX);
         let delay = Duration::from_millis(ms as u64);
         // Read before Tcl reads its own clock: the timer is due no earlier than this.
-        let data = Box::into_raw(Box::new(self.timers.callback(done, Instant::now() + delay)));
+        let callback = self.timers.callback(done, Instant::now() + delay);
+        let pending = self.due.clone();
+        let data = Box::into_raw(Box::new(TimerData {
+            callback,
+            due: (i64::MIN, id),
+            pending,
+        }));
         // SAFETY: `fire` matches `Tcl_TimerProc`; `data` stays valid until `fire` frees it or
         // `cancel` deletes the timer and frees it.
         let token = unsafe { ffi::Tcl_CreateTimerHandler(ms, fire, data.cast()) };
-        // Read after, by Tcl's clock: when this passes, Tcl's due time has passed too, so the
-        // run finds it due.
+        // Read after Tcl read its own clock: when this passes, Tcl's due time has passed too, so
+        // a run then finds it due.
         let due = (tcl_now() + i64::from(ms) * 1000, id);
-        self.due.insert(due);
-        Timer { token, data, due }
+        // SAFETY: `data` is the live box made above; Tcl reads it only in `fire`, which runs in
+        // `Tcl_DoOneEvent` on this thread, not before this returns.
+        unsafe { (*data).due = due };
+        self.due.borrow_mut().insert(due);
+        Timer { token, data }
     }
 
     /// Deletes a timer whose sleep gave up: the pump runs this only if it has not fired.
@@ -148,9 +166,9 @@ impl Interp {
         // never calls `fire` with it.
         unsafe {
             ffi::Tcl_DeleteTimerHandler(timer.token);
-            drop(Box::from_raw(timer.data));
+            let data = Box::from_raw(timer.data);
+            self.due.borrow_mut().remove(&data.due);
         }
-        self.due.remove(&timer.due);
     }
 
     /// Runs `script`, handed to Tcl and back in UTF-16, which Tcl 8.6 converts to and from its
@@ -184,32 +202,23 @@ impl Interp {
             self.counters.overlaps.fetch_add(1, Ordering::SeqCst);
         }
         self.counters.runs.fetch_add(1, Ordering::SeqCst);
-        let began = tcl_now();
         // Bounded, in case a script keeps posting idle events.
-        let mut drained = false;
         for _ in 0..100_000 {
             // SAFETY: this thread owns the interpreter and its notifier.
             if unsafe { ffi::Tcl_DoOneEvent(ffi::TCL_DONT_WAIT | ffi::TCL_ALL_EVENTS) } == 0 {
-                drained = true;
                 break;
             }
             self.counters.events.fetch_add(1, Ordering::SeqCst);
         }
         self.inside.store(false, Ordering::SeqCst);
-        if !drained {
-            return Some(Instant::now());
-        }
-        // Tcl checks its timers whenever it finds no event queued, by its clock read after
-        // `began`: every timer due by then has fired.
-        while self.due.first().is_some_and(|&(at, _)| at <= began) {
-            self.due.pop_first();
-        }
-        let (&(next, _), schedule) = (self.due.first()?, self.schedule);
+        let (&(next, _), schedule) = (self.due.borrow().first()?, self.schedule);
         match schedule {
-            Schedule::Deadlines => {
-                let wait = u64::try_from(next - tcl_now()).unwrap_or(0);
-                Some(Instant::now() + Duration::from_micros(wait))
-            }
+            // A timer Tcl did not find due although its time has come (it came after Tcl
+            // looked, or Tcl's clock was set back meanwhile) is looked at again a millisecond on.
+            Schedule::Deadlines => match u64::try_from(next - tcl_now()) {
+                Ok(wait) if wait > 0 => Some(Instant::now() + Duration::from_micros(wait)),
+                _ => Some(Instant::now() + Duration::from_millis(1)),
+            },
             // A period past the clock's range never comes.
             Schedule::Every(period) => Instant::now().checked_add(period),
         }

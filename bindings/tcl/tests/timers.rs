@@ -156,3 +156,40 @@ fn a_period_past_the_clocks_range_never_comes_and_breaks_nothing() {
         assert!(!tcl.pump().stats().panicked);
     });
 }
+
+/// Found by a hostile probe: the delay went to whole microseconds before it was rounded up to
+/// Tcl's milliseconds, so a sleep under a microsecond fired at once (after ~0.4 ms).
+#[test]
+fn a_sleep_under_a_microsecond_fires_no_earlier_than_a_millisecond_on() {
+    let tcl = Tcl::new(Schedule::Deadlines).expect("pump thread");
+    smol::block_on(async {
+        for delay in [Duration::from_nanos(1), Duration::from_nanos(999)] {
+            let started = Instant::now();
+            let fired = tcl
+                .sleep(delay, Duration::from_secs(10))
+                .await
+                .expect("fired");
+            let after = fired.at - started;
+            assert!(
+                after >= Duration::from_millis(1),
+                "{delay:?}: after {after:?}"
+            );
+        }
+    });
+}
+
+/// Found by a hostile probe: a script nested 5 000 deep overflowed the loop's thread's stack
+/// (std's 2 MiB) and aborted the process; tclsh, on a main thread's 8 MiB, answers it with an
+/// error, and so does the binding now.
+#[test]
+fn a_deeply_nested_script_is_an_error_not_a_crash() {
+    let tcl = Tcl::new(Schedule::Deadlines).expect("pump thread");
+    let n = 10_000;
+    let script = format!("string length {}a{}", "[list ".repeat(n), "]".repeat(n));
+    let result = smol::block_on(tcl.eval(&script));
+    assert!(matches!(result, Ok(Err(_))), "{result:?}");
+    assert_eq!(
+        smol::block_on(tcl.eval("expr {1 + 1}")),
+        Ok(Ok("2".to_string()))
+    );
+}
