@@ -311,7 +311,8 @@ struct StartedState {
     ran: AtomicBool,
     /// `start` runs now.
     running: AtomicBool,
-    /// The waker of a wait that found its value while `start` ran, woken as `start` ends.
+    /// The waker of a wait that found its value, or whose deadline passed, while `start` ran,
+    /// woken as `start` ends.
     held_back: crate::sync::Mutex<Option<Waker>>,
     /// Dropped caught if nobody resumes it: the wait that would may be dropped unpolled.
     panic: crate::sync::Mutex<Option<crate::unwind::DropCaught<Box<dyn std::any::Any + Send>>>>,
@@ -325,14 +326,18 @@ impl Started {
     /// For a wait that found its value: whether to leave it there for now — `start` still runs
     /// (then `waker` is woken as it ends) or ended in a panic, which goes first.
     pub(crate) fn holds_back(&self, waker: &Waker) -> bool {
-        if self.0.running.load(Ordering::SeqCst) {
-            *crate::sync::lock(&self.0.held_back) = Some(waker.clone());
-            // Ended meanwhile: its end found no waker to wake, or this one's old one.
-            if self.0.running.load(Ordering::SeqCst) {
-                return true;
-            }
+        self.runs(waker) || crate::sync::lock(&self.0.panic).is_some()
+    }
+
+    /// Whether `start` runs now; if so `waker` is woken as it ends (a wait whose deadline
+    /// passed meanwhile waits for what `start` decides).
+    pub(crate) fn runs(&self, waker: &Waker) -> bool {
+        if !self.0.running.load(Ordering::SeqCst) {
+            return false;
         }
-        crate::sync::lock(&self.0.panic).is_some()
+        *crate::sync::lock(&self.0.held_back) = Some(waker.clone());
+        // Ended meanwhile: its end found no waker to wake, or an older one.
+        self.0.running.load(Ordering::SeqCst)
     }
 
     /// Keeps the panic `start` ended with, for the awaiting task.
@@ -460,7 +465,8 @@ impl<S: 'static> LoopHandle<S> {
     ///
     /// A panic in `start` is caught on the loop's thread, which goes on, and resumed in the task
     /// awaiting the request, as a [`call`](LoopHandle::call)'s is — also after `start` completed
-    /// it: a value completed inside `start` is the request's only once `start` returned.
+    /// it: a value completed inside `start` is the request's only once `start` returned (a
+    /// deadline that passes meanwhile waits for that).
     ///
     /// # Examples
     ///

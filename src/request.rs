@@ -291,7 +291,8 @@ impl<V> Request<V> {
 
 impl<V: Send + 'static> Request<V> {
     /// Gives up with [`Error::TimedOut`] after `timeout`, counted from this call (and runs the
-    /// cancel). A value already completed wins over a zero timeout.
+    /// cancel). A value already completed wins over a zero timeout; a deadline that passes while
+    /// `start` still runs waits for it to return, and then its value, or its panic, wins.
     ///
     /// # Examples
     ///

@@ -296,15 +296,12 @@ impl<'a> LoopGuard<'a> {
         if outcome.is_err() {
             core.fail(Error::Panicked);
         }
-        core.pass_buffers.hold(&mut buffers);
-        drop(self);
+        let evaluated = buffers.woken.len();
         if let Ok(None) = outcome {
-            core.pass_buffers.wake(buffers);
+            self.let_go_waking(buffers, || ());
             return Err(core.status().err().unwrap_or(Error::Closed));
         }
-        let evaluated = buffers.woken.len();
-        core.pass_buffers.wake(buffers);
-        let listening = core.rounds.announce();
+        let listening = self.let_go_waking(buffers, || core.rounds.announce());
         Ok(Ran {
             round,
             woken: evaluated + listening,
@@ -336,9 +333,29 @@ impl<'a> LoopGuard<'a> {
                 core.demand.go_on_checking();
             }
         }
+        self.let_go_waking(buffers, || ());
+    }
+
+    /// Lets go of the lock after a pass, then tells what the pass ended — its waits, then
+    /// (`announce`) the run's listeners — before its count drops, so a turn that takes the lock
+    /// next returns only once both know; only then drops the pass's entries (what their checks
+    /// captured may turn the pump as it drops: counted still, the pass would have that turn wait
+    /// for itself) and evaluates the arrivals, as every guard does as it lets go.
+    fn let_go_waking<R>(mut self, mut buffers: Buffers, announce: impl FnOnce() -> R) -> R {
+        let core = self.core;
         core.pass_buffers.hold(&mut buffers);
-        drop(self);
-        core.pass_buffers.wake(buffers);
+        match self.raw.take() {
+            Some(raw) => core.loop_lock.release(raw),
+            None => fence(SeqCst),
+        }
+        // Let go above, and the arrivals evaluated below, after the wake: nothing is left for
+        // its `Drop` to do.
+        std::mem::forget(self);
+        core.pass_buffers.wake(&mut buffers);
+        let announced = announce();
+        core.pass_buffers.finish(buffers);
+        evaluate_arrivals_fenced(core);
+        announced
     }
 }
 
@@ -408,7 +425,8 @@ fn evaluate_arrivals_fenced(core: &Core) {
         };
         core.pass_buffers.hold(&mut buffers);
         core.loop_lock.release(raw);
-        core.pass_buffers.wake(buffers);
+        core.pass_buffers.wake(&mut buffers);
+        core.pass_buffers.finish(buffers);
         if !seen_all {
             // The rest is the driver's, between its runs, as the rest of a round's checks is:
             // going on here would keep the lock from a kick's run for as long as they take.

@@ -7,7 +7,7 @@ use std::task::Waker;
 use event_listener::Event;
 
 use crate::registry::{drop_removed, keep_spare, Removed};
-use crate::sync::{lock, AtomicBool, AtomicUsize, Mutex};
+use crate::sync::{fence, lock, AtomicBool, AtomicUsize, Mutex};
 
 /// What a pass over the checks hands out once it lets go of the loop lock: the wakers of the
 /// waits it completed, and the entries it took out (dropped with no lock held). The vectors are
@@ -36,13 +36,21 @@ impl Drop for Buffers {
 #[derive(Default)]
 struct Waking {
     count: AtomicUsize,
+    /// Turns waiting for `settled`: a pass that ends the count notifies only if one does (with
+    /// event-listener 5 every `notify` takes the event's lock). Each side writes its counter,
+    /// then a fence, then reads the other's, so one of them sees the other: a turn that finds
+    /// passes still counted is seen by the last of them as it ends.
+    listening: AtomicUsize,
     settled: Event,
 }
 
 impl Waking {
     fn done(&self) {
         if self.count.fetch_sub(1, SeqCst) == 1 {
-            self.settled.notify(usize::MAX);
+            fence(SeqCst);
+            if self.listening.load(SeqCst) > 0 {
+                self.settled.notify(usize::MAX);
+            }
         }
     }
 }
@@ -68,19 +76,25 @@ impl PassBuffers {
         std::mem::take(&mut *lock(&self.spare))
     }
 
-    /// Counts `buffers`' waits as still to wake until [`wake`](PassBuffers::wake) woke them:
-    /// called with the loop lock held, before letting go, so whoever takes the lock next sees
-    /// them ([`settled`](PassBuffers::settled)).
+    /// Counts the pass that filled `buffers` as still waking until
+    /// [`finish`](PassBuffers::finish): called with the loop lock held, before letting go, so
+    /// whoever takes the lock next sees it ([`settled`](PassBuffers::settled)). Every pass
+    /// counts, with waits to wake or not: a run still has its listeners to tell.
     pub(crate) fn hold(&self, buffers: &mut Buffers) {
-        if !buffers.woken.is_empty() && buffers.held.is_none() {
+        if buffers.held.is_none() {
             self.waking.count.fetch_add(1, SeqCst);
             buffers.held = Some(self.waking.clone());
         }
     }
 
-    /// Waits until no pass that let go of the loop lock is still waking the waits its checks
-    /// ended.
+    /// Waits until no pass that let go of the loop lock is still waking what it ended.
     pub(crate) async fn settled(&self) {
+        if self.waking.count.load(SeqCst) == 0 {
+            return;
+        }
+        self.waking.listening.fetch_add(1, SeqCst);
+        let _listening = Listening(&self.waking.listening);
+        fence(SeqCst);
         loop {
             let settled = self.waking.settled.listen();
             if self.waking.count.load(SeqCst) == 0 {
@@ -90,11 +104,17 @@ impl PassBuffers {
         }
     }
 
-    /// Wakes the waits in `buffers`, drops their entries, and keeps the emptied vectors.
-    pub(crate) fn wake(&self, mut buffers: Buffers) {
+    /// Wakes the waits in `buffers`; the pass still counts until [`finish`](PassBuffers::finish).
+    pub(crate) fn wake(&self, buffers: &mut Buffers) {
         for waker in buffers.woken.drain(..) {
             waker.wake();
         }
+    }
+
+    /// Ends the count of the pass that filled `buffers` (it has told everything it ended), then
+    /// drops their entries — what their checks captured goes here, user code that may turn the
+    /// pump, which then finds this pass settled — and keeps the emptied vectors.
+    pub(crate) fn finish(&self, mut buffers: Buffers) {
         if let Some(waking) = buffers.held.take() {
             waking.done();
         }
@@ -106,6 +126,16 @@ impl PassBuffers {
         keep_spare(&mut spare.woken, std::mem::take(&mut buffers.woken));
         keep_spare(&mut spare.removed, std::mem::take(&mut buffers.removed));
         self.kept.store(true, Relaxed);
+    }
+}
+
+/// A turn counted among those waiting for [`PassBuffers::settled`] while it lives (the future
+/// may be dropped mid-wait).
+struct Listening<'a>(&'a AtomicUsize);
+
+impl Drop for Listening<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, SeqCst);
     }
 }
 
@@ -138,9 +168,10 @@ mod tests {
     #[test]
     fn wakes_every_waker_then_keeps_the_memory_for_the_next_pass() {
         let home = PassBuffers::default();
-        let (counted, buffers) = with_wakers(&home, 300);
+        let (counted, mut buffers) = with_wakers(&home, 300);
         let grown = buffers.woken.capacity();
-        home.wake(buffers);
+        home.wake(&mut buffers);
+        home.finish(buffers);
         assert_eq!(counted.0.load(SeqCst), 300, "every waker woken once");
         let next = home.take();
         assert!(next.woken.is_empty());
@@ -156,8 +187,9 @@ mod tests {
     #[test]
     fn a_burst_does_not_keep_its_memory() {
         let home = PassBuffers::default();
-        let (counted, buffers) = with_wakers(&home, crate::registry::SPARE_AT_MOST + 1);
-        home.wake(buffers);
+        let (counted, mut buffers) = with_wakers(&home, crate::registry::SPARE_AT_MOST + 1);
+        home.wake(&mut buffers);
+        home.finish(buffers);
         assert_eq!(counted.0.load(SeqCst), crate::registry::SPARE_AT_MOST + 1);
         assert_eq!(home.take().woken.capacity(), 0, "kept past the bound");
     }

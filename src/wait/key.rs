@@ -112,6 +112,10 @@ where
     fn pump_id(&self) -> usize {
         self.core.id()
     }
+
+    fn settling(&mut self, cx: &mut Context<'_>) -> bool {
+        (self.started.as_ref()).is_some_and(|started| started.runs(cx.waker()))
+    }
 }
 
 impl<K: Eq + Hash + Clone, V> Keyed<K, V> {
