@@ -115,8 +115,17 @@ impl<K: Eq + Hash + Clone, V> Table<K, V> {
     /// The wait on `key` gave up with a cancel hook. `owner`: the wait was pending on the key,
     /// which is then its own; a wait that never got that far gives up only a key that is
     /// nobody's, and one whose hook a close ran (or runs) nothing: the hook lets the key go.
-    /// What it finds is handed out, to be dropped by the caller outside the lock.
-    pub(crate) fn abandon(&self, key: &K, owner: bool, claim: &Claim) -> GaveUp<V> {
+    /// What it finds is handed out, to be dropped by the caller outside the lock — unless
+    /// `held_back` (the key's `start` still runs, so a value completed for it is not the
+    /// wait's yet): then the value is dropped here, after the lock, and the key is marked as
+    /// answered after its wait gave up.
+    pub(crate) fn abandon(
+        &self,
+        key: &K,
+        owner: bool,
+        claim: &Claim,
+        held_back: bool,
+    ) -> GaveUp<V> {
         let mut keys = self.keys();
         let nobodys = matches!(keys.get(key), None | Some(KeyState::Done(_)));
         if (!owner && !nobodys) || claim.hook_took_it() {
@@ -125,6 +134,14 @@ impl<K: Eq + Hash + Clone, V> Table<K, V> {
         let previous = keys.insert(key.clone(), KeyState::Abandoned { answered: false });
         claim.set(Claim::MARKED);
         match previous {
+            // Completed inside a `start` that still runs: not the wait's; answered as a key
+            // completed after its wait gave up is (`complete_as`), so the hook cancels nothing.
+            Some(KeyState::Done(value) | KeyState::Claimed(value)) if held_back => {
+                keys.insert(key.clone(), KeyState::Abandoned { answered: true });
+                drop(keys);
+                crate::unwind::drop_caught(value);
+                GaveUp::Marked(None)
+            }
             Some(KeyState::Done(value) | KeyState::Claimed(value)) => {
                 keys.remove(key);
                 claim.set(Claim::TOOK);

@@ -311,8 +311,7 @@ struct StartedState {
     ran: AtomicBool,
     /// `start` runs now.
     running: AtomicBool,
-    /// The waker of a wait that found its value, or whose deadline passed, while `start` ran,
-    /// woken as `start` ends.
+    /// The waker of a wait that found its value while `start` ran, woken as `start` ends.
     held_back: crate::sync::Mutex<Option<Waker>>,
     /// Dropped caught if nobody resumes it: the wait that would may be dropped unpolled.
     panic: crate::sync::Mutex<Option<crate::unwind::DropCaught<Box<dyn std::any::Any + Send>>>>,
@@ -329,9 +328,13 @@ impl Started {
         self.runs(waker) || crate::sync::lock(&self.0.panic).is_some()
     }
 
-    /// Whether `start` runs now; if so `waker` is woken as it ends (a wait whose deadline
-    /// passed meanwhile waits for what `start` decides).
-    pub(crate) fn runs(&self, waker: &Waker) -> bool {
+    /// Whether `start` runs now.
+    pub(crate) fn is_running(&self) -> bool {
+        self.0.running.load(Ordering::SeqCst)
+    }
+
+    /// Whether `start` runs now; if so `waker` is woken as it ends.
+    fn runs(&self, waker: &Waker) -> bool {
         if !self.0.running.load(Ordering::SeqCst) {
             return false;
         }
@@ -466,7 +469,8 @@ impl<S: 'static> LoopHandle<S> {
     /// A panic in `start` is caught on the loop's thread, which goes on, and resumed in the task
     /// awaiting the request, as a [`call`](LoopHandle::call)'s is — also after `start` completed
     /// it: a value completed inside `start` is the request's only once `start` returned (a
-    /// deadline that passes meanwhile waits for that).
+    /// deadline that passes before ends the request with `TimedOut`, without it:
+    /// [`Request::timeout`](crate::Request::timeout)).
     ///
     /// # Examples
     ///

@@ -291,8 +291,11 @@ impl<V> Request<V> {
 
 impl<V: Send + 'static> Request<V> {
     /// Gives up with [`Error::TimedOut`] after `timeout`, counted from this call (and runs the
-    /// cancel). A value already completed wins over a zero timeout; a deadline that passes while
-    /// `start` still runs waits for it to return, and then its value, or its panic, wins.
+    /// cancel). A value already completed wins over a zero timeout — unless `start` still runs
+    /// as the deadline passes: a value it completed is not the request's yet, so the request
+    /// ends with `TimedOut` at once, and its cancel, which runs after `start`, finds the work
+    /// finished and cancels nothing (a panic `start` ends with then is dropped on the loop's
+    /// thread, as one after the request was dropped is).
     ///
     /// # Examples
     ///

@@ -667,101 +667,107 @@ fn an_answered_request_first_polled_on_the_loops_thread_gets_its_value() {
     assert_eq!(outcome, Ok(Ok(42)));
 }
 
-/// Counts its wakes.
-struct Woken(AtomicUsize);
-
-impl std::task::Wake for Woken {
-    fn wake(self: Arc<Self>) {
-        self.0.fetch_add(1, SeqCst);
-    }
-}
-
-/// Polls `wait` (a request or a submit with a 20 ms timeout, whose `start` completes it, says
-/// so on `entered`, waits for `go`, then panics) past its deadline while `start` still runs:
-/// it waits for `start`, and then ends with `start`'s panic.
-fn a_deadline_passed_while_start_runs<F>(
-    wait: F,
-    entered: std::sync::mpsc::Receiver<()>,
-    go: std::sync::mpsc::Sender<()>,
-) where
-    F: std::future::Future + Unpin,
-    F::Output: std::fmt::Debug,
-{
-    use std::task::{Context, Waker};
-    let mut wait = wait;
-    let woken = Arc::new(Woken(AtomicUsize::new(0)));
-    let waker = Waker::from(woken.clone());
-    let mut cx = Context::from_waker(&waker);
-    let deadline = Instant::now() + Duration::from_millis(20);
-    assert!(std::pin::Pin::new(&mut wait).poll(&mut cx).is_pending());
-    entered
-        .recv_timeout(Duration::from_secs(10))
-        .expect("start runs");
-    // The deadline is the condition here: `start` is held until it passed.
-    std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
-    let polled = std::pin::Pin::new(&mut wait).poll(&mut cx);
-    assert!(
-        polled.is_pending(),
-        "ended while start ran, with {polled:?}"
-    );
-    let before = woken.0.load(SeqCst);
-    go.send(()).expect("start waits");
-    futures_lite::future::block_on(common::eventually("a wake as start ends", || {
-        woken.0.load(SeqCst) > before
-    }));
-    let ended = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        std::pin::Pin::new(&mut wait).poll(&mut cx)
-    }));
-    assert!(ended.is_err(), "start's panic was lost: {:?}", ended.ok());
-}
-
-/// Found by a hostile probe: a request (or a submit) whose deadline passed while its `start`
-/// still ran, having completed it, ended `Ok` with that value, and the panic `start` ended with
-/// afterwards was lost, against "a value completed inside `start` is the request's only once
-/// `start` returned" (10 runs in 10). A deadline that passes then waits for `start`, as a
-/// wait's readiness wins over its deadline.
+/// Found by a hostile probe, then by a review of the first fix: a request (or a submit) whose
+/// deadline passed while its `start` still ran, having completed it, ended `Ok` with that value,
+/// against "a value completed inside `start` is the request's only once `start` returned"
+/// (10 runs in 10); the first fix had the deadline wait for `start`, so a `start` that blocked
+/// stretched a 50 ms timeout to as long as it ran (3 s). A deadline that passes while `start`
+/// runs ends the request with `TimedOut` at once, without what `start` completed, and its
+/// cancel, run after `start`, finds the work finished and cancels nothing.
 #[test]
-fn a_deadline_that_passes_while_start_runs_waits_for_what_start_decides() {
+fn a_deadline_that_passes_while_start_runs_ends_the_request_at_once_without_its_value() {
+    use std::sync::mpsc::channel;
     let (pump, handle) = Pump::builder()
         .build_with_state(|_| Ok(Vec::new()), |_: &mut Vec<Completer<u64>>, _| None)
         .expect("pump thread starts");
-    let (entered_tx, entered) = std::sync::mpsc::channel();
-    let (go, go_rx) = std::sync::mpsc::channel::<()>();
+    let cancelled = Arc::new(AtomicUsize::new(0));
+    // Completed inside `start`, which then blocks until the test lets it go.
+    let (go, go_rx) = channel::<()>();
+    let counts = cancelled.clone();
     let request = handle
         .request(
             move |_, done: Completer<u64>| {
                 done.complete(1);
-                entered_tx.send(()).expect("the test waits");
                 let _ = go_rx.recv_timeout(Duration::from_secs(10));
-                panic!("start panics after completing (expected by this test)");
             },
-            |_, ()| {},
+            move |_, ()| {
+                counts.fetch_add(1, SeqCst);
+            },
         )
-        .timeout(Duration::from_millis(20));
-    a_deadline_passed_while_start_runs(request, entered, go);
-
+        .timeout(Duration::from_millis(50));
+    let began = Instant::now();
+    let outcome = futures_lite::future::block_on(request);
+    let took = began.elapsed();
+    go.send(()).expect("start waits");
+    assert_eq!(outcome, Err(Error::TimedOut));
+    assert!(
+        took < Duration::from_secs(2),
+        "a 50 ms timeout took {took:?}"
+    );
+    // Nothing completed: `start` blocks after keeping its completer.
+    let (go, go_rx) = channel::<()>();
+    let counts = cancelled.clone();
+    let request = handle
+        .request(
+            move |kept, done| {
+                kept.push(done);
+                let _ = go_rx.recv_timeout(Duration::from_secs(10));
+            },
+            move |kept, ()| {
+                kept.clear();
+                counts.fetch_add(1, SeqCst);
+            },
+        )
+        .timeout(Duration::from_millis(50));
+    let began = Instant::now();
+    let outcome = futures_lite::future::block_on(request);
+    let took = began.elapsed();
+    go.send(()).expect("start waits");
+    assert_eq!(outcome, Err(Error::TimedOut));
+    assert!(
+        took < Duration::from_secs(2),
+        "a 50 ms timeout took {took:?}"
+    );
+    // A submit whose `start` completes its key, then blocks: the same, and the key is free.
     let table = ffi_pump::Completions::<u8, u64>::new();
     let completes = table.clone();
-    let (entered_tx, entered) = std::sync::mpsc::channel();
-    let (go, go_rx) = std::sync::mpsc::channel::<()>();
+    let (go, go_rx) = channel::<()>();
     let submitted = handle
         .submit(
             &table,
             1,
             move |_| {
                 completes.complete(1, 1);
-                entered_tx.send(()).expect("the test waits");
                 let _ = go_rx.recv_timeout(Duration::from_secs(10));
-                panic!("a submit's start panics after completing (expected by this test)");
             },
             |_| {},
         )
-        .timeout(Duration::from_millis(20));
-    a_deadline_passed_while_start_runs(submitted, entered, go);
-    // The loop goes on, and a deadline that passes with `start` done still ends the request.
-    assert_eq!(futures_lite::future::block_on(handle.call(|_| 5)), Ok(5));
-    let never = handle.request(|kept, done| kept.push(done), |_, ()| {});
-    let never = futures_lite::future::block_on(never.timeout(Duration::from_millis(20)));
-    assert_eq!(never, Err(Error::TimedOut));
+        .timeout(Duration::from_millis(50));
+    let began = Instant::now();
+    let outcome = futures_lite::future::block_on(submitted);
+    let took = began.elapsed();
+    go.send(()).expect("start waits");
+    assert_eq!(outcome, Err(Error::TimedOut));
+    assert!(
+        took < Duration::from_secs(2),
+        "a 50 ms timeout took {took:?}"
+    );
+    // The cancels ran on the loop's thread (a call after them sees what they did): the one of
+    // the request that completed nothing only.
+    assert_eq!(futures_lite::future::block_on(handle.call(|_| ())), Ok(()));
+    futures_lite::future::block_on(common::eventually("the cancel", || {
+        cancelled.load(SeqCst) == 1
+    }));
+    assert_eq!(
+        futures_lite::future::block_on(handle.call(|kept| kept.len())),
+        Ok(0)
+    );
+    let again = handle.submit(&table, 1, |_| {}, |_| {});
+    let again = futures_lite::future::block_on(again.timeout(Duration::from_millis(20)));
+    assert_eq!(
+        again,
+        Err(Error::TimedOut),
+        "the key is free for a new wait"
+    );
     pump.close();
 }

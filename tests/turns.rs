@@ -275,3 +275,109 @@ fn a_turn_from_the_drop_of_what_a_check_captured_returns() {
         "the turn in the capture's drop: 1 Ok, 2 Err, 3 hung for 5 s"
     );
 }
+
+/// A waker that owns a [`TurnOnDrop`]: a task whose last waker goes with its wake.
+struct OwningWaker(#[allow(dead_code)] TurnOnDrop);
+
+impl Wake for OwningWaker {
+    fn wake(self: Arc<Self>) {}
+}
+
+/// Found by a review of the fix above: a pass woke its waits by value, with its count up, so a
+/// waker's last reference went there, and a task whose drop turns the pump waited for ever for
+/// its own thread (before that fix too). Wakers are now woken by reference and dropped once
+/// the pass's count ended.
+#[test]
+fn a_turn_from_the_drop_of_a_woken_waker_returns() {
+    let flag = Arc::new(AtomicBool::new(false));
+    let pump = Pump::builder()
+        .interval(Duration::from_secs(3600))
+        .build(|| {})
+        .expect("valid settings");
+    pump.spawn_on(Backend::Thread).expect("a thread");
+    let outcome = Arc::new(AtomicU64::new(0));
+    let waker = Waker::from(Arc::new(OwningWaker(TurnOnDrop {
+        pump: Some(pump.clone()),
+        outcome: outcome.clone(),
+    })));
+    let f = flag.clone();
+    let mut wait = Box::pin(pump.wait_until(move || f.load(SeqCst)));
+    assert!(poll(wait.as_mut(), &waker).is_pending());
+    drop(waker); // the registry's clone is the last one
+    flag.store(true, SeqCst);
+    pump.kick();
+    until("the turn in the waker's drop", || outcome.load(SeqCst) != 0);
+    let turned = outcome.load(SeqCst);
+    pump.close();
+    assert_eq!(
+        turned, 1,
+        "the turn in the waker's drop: 1 Ok, 2 Err, 3 hung for 5 s"
+    );
+}
+
+/// Found by the same review: the first fix above had a run tell its listeners and end its
+/// count before it evaluated the waits that registered while it held the lock, so a turn woken
+/// by the run returned `Ok` with such a wait, whose condition held at the run's end, unwoken
+/// (5 runs in 5). A run now evaluates them before its count ends.
+#[test]
+fn a_turn_returns_only_once_the_runs_arrivals_were_woken() {
+    let flag = Arc::new(AtomicBool::new(false));
+    let set_flag = Arc::new(AtomicBool::new(false));
+    let (pump, _handle) = {
+        let (flag, set_flag) = (flag.clone(), set_flag.clone());
+        Pump::builder()
+            .build_with_state(
+                |_| Ok(()),
+                move |_, _| {
+                    if set_flag.load(SeqCst) {
+                        flag.store(true, SeqCst);
+                    }
+                    None
+                },
+            )
+            .expect("the loop's thread starts")
+    };
+    let (check_gate, check) = gate();
+    let (drop_gate, dropping) = gate();
+    let (w1_woken, w1_waker) = counting();
+    let mut w1 = {
+        let (flag, check_gate) = (flag.clone(), check_gate.clone());
+        let capture = BlockOnDrop(drop_gate.clone());
+        Box::pin(pump.wait_until(move || {
+            let _ = &capture;
+            check_gate.pass();
+            flag.load(SeqCst)
+        }))
+    };
+    assert!(poll(w1.as_mut(), &w1_waker).is_pending());
+    set_flag.store(true, SeqCst);
+    check_gate.armed.store(true, SeqCst);
+    let (_turn_woken, turn_waker) = counting();
+    let mut turn = Box::pin(pump.turn());
+    assert!(poll(turn.as_mut(), &turn_waker).is_pending());
+    check.entered(); // the turn's run checks W1, holding the lock
+    let (w2_woken, w2_waker) = counting();
+    let mut w2 = {
+        let flag = flag.clone();
+        Box::pin(pump.wait_until(move || flag.load(SeqCst)))
+    };
+    assert!(poll(w2.as_mut(), &w2_waker).is_pending()); // left to the run's guard
+    drop_gate.armed.store(true, SeqCst);
+    check.go();
+    dropping.entered(); // the run let go, and drops W1's entry: everything else is done
+    let turned = poll(turn.as_mut(), &turn_waker);
+    let w2_when_polled = w2_woken.0.load(SeqCst);
+    dropping.go();
+    until("W2's wake", || w2_woken.0.load(SeqCst) == 1);
+    if turned.is_pending() {
+        until("the turn", || poll(turn.as_mut(), &turn_waker).is_ready());
+    }
+    pump.close();
+    assert_eq!(w1_woken.0.load(SeqCst), 1);
+    // Its run's count ended before the entry's drop: the turn is done, and so is W2.
+    assert!(matches!(turned, Poll::Ready(Ok(()))), "{turned:?}");
+    assert_eq!(
+        w2_when_polled, 1,
+        "turn returned Ok while a wait whose condition held at its run's end was not woken"
+    );
+}

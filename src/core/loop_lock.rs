@@ -337,24 +337,32 @@ impl<'a> LoopGuard<'a> {
     }
 
     /// Lets go of the lock after a pass, then tells what the pass ended — its waits, then
-    /// (`announce`) the run's listeners — before its count drops, so a turn that takes the lock
-    /// next returns only once both know; only then drops the pass's entries (what their checks
-    /// captured may turn the pump as it drops: counted still, the pass would have that turn wait
-    /// for itself) and evaluates the arrivals, as every guard does as it lets go.
+    /// (`announce`) the run's listeners — and evaluates the arrivals, all before its count
+    /// drops, so a turn that takes the lock next returns only once all of them know; only then
+    /// drops the passes' wakers and entries (a task's last reference, what an ended check
+    /// captured: user code that may turn the pump, which would wait for a count still up).
     fn let_go_waking<R>(mut self, mut buffers: Buffers, announce: impl FnOnce() -> R) -> R {
         let core = self.core;
         core.pass_buffers.hold(&mut buffers);
-        match self.raw.take() {
-            Some(raw) => core.loop_lock.release(raw),
-            None => fence(SeqCst),
-        }
-        // Let go above, and the arrivals evaluated below, after the wake: nothing is left for
-        // its `Drop` to do.
-        std::mem::forget(self);
+        let fenced = match self.raw.take() {
+            Some(raw) => {
+                core.loop_lock.release(raw);
+                true
+            }
+            None => false,
+        };
         core.pass_buffers.wake(&mut buffers);
         let announced = announce();
+        let mut later = Vec::new();
+        if fenced {
+            evaluate_arrivals_fenced(core, Some(&mut later));
+        }
         core.pass_buffers.finish(buffers);
-        evaluate_arrivals_fenced(core);
+        for buffers in later {
+            core.pass_buffers.finish(buffers);
+        }
+        // `self` lets go of nothing more; its drop looks at the arrivals once again (after a
+        // fence of its own), also if a waker or `announce` panicked above.
         announced
     }
 }
@@ -374,7 +382,7 @@ impl Drop for LoopGuard<'_> {
         match self.raw.take() {
             Some(raw) => {
                 self.core.loop_lock.release(raw);
-                evaluate_arrivals_fenced(self.core);
+                evaluate_arrivals_fenced(self.core, None);
             }
             None => evaluate_arrivals(self.core),
         }
@@ -389,7 +397,7 @@ impl Drop for LoopGuard<'_> {
 /// does it too, in case the holder let go before the wait's entry arrived.
 pub(crate) fn evaluate_arrivals(core: &Core) {
     fence(SeqCst);
-    evaluate_arrivals_fenced(core);
+    evaluate_arrivals_fenced(core, None);
 }
 
 /// [`evaluate_arrivals`] after a fence: [`LoopLock::release`]'s, or its own.
@@ -402,7 +410,11 @@ pub(crate) fn evaluate_arrivals(core: &Core) {
 /// check it on the releasing side: under loom, async-lock's unlock fences (event-listener's
 /// notify), which hides its absence (review: the models pass without it); outside loom that
 /// fence is not one in Rust's memory model.
-fn evaluate_arrivals_fenced(core: &Core) {
+///
+/// With `later`, each pass's count ends once it has woken its waits, and its buffers (their
+/// wakers and entries, whose drop is user code) go there, for the caller to finish once its
+/// own pass's count ended.
+fn evaluate_arrivals_fenced(core: &Core, mut later: Option<&mut Vec<Buffers>>) {
     // Set once the budget cut an evaluation short: arrivals are then the driver's, not this
     // loop's, but a close still is.
     let mut left_to_driver = false;
@@ -426,7 +438,13 @@ fn evaluate_arrivals_fenced(core: &Core) {
         core.pass_buffers.hold(&mut buffers);
         core.loop_lock.release(raw);
         core.pass_buffers.wake(&mut buffers);
-        core.pass_buffers.finish(buffers);
+        match later.as_deref_mut() {
+            Some(later) => {
+                core.pass_buffers.settle(&mut buffers);
+                later.push(buffers);
+            }
+            None => core.pass_buffers.finish(buffers),
+        }
         if !seen_all {
             // The rest is the driver's, between its runs, as the rest of a round's checks is:
             // going on here would keep the lock from a kick's run for as long as they take.

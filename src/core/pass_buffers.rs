@@ -104,20 +104,28 @@ impl PassBuffers {
         }
     }
 
-    /// Wakes the waits in `buffers`; the pass still counts until [`finish`](PassBuffers::finish).
+    /// Wakes the waits in `buffers`, by reference: a waker's last reference may own a task
+    /// whose drop turns the pump, which must not find this pass still counted. The pass counts
+    /// until [`settle`](PassBuffers::settle) or [`finish`](PassBuffers::finish).
     pub(crate) fn wake(&self, buffers: &mut Buffers) {
-        for waker in buffers.woken.drain(..) {
-            waker.wake();
+        for waker in &buffers.woken {
+            waker.wake_by_ref();
         }
     }
 
-    /// Ends the count of the pass that filled `buffers` (it has told everything it ended), then
-    /// drops their entries — what their checks captured goes here, user code that may turn the
-    /// pump, which then finds this pass settled — and keeps the emptied vectors.
-    pub(crate) fn finish(&self, mut buffers: Buffers) {
+    /// Ends the count of the pass that filled `buffers`: it has told everything it ended.
+    pub(crate) fn settle(&self, buffers: &mut Buffers) {
         if let Some(waking) = buffers.held.take() {
             waking.done();
         }
+    }
+
+    /// Ends the pass's count if it still runs, then drops its wakers and entries — user code
+    /// (the last reference of a task, what an ended check captured) that may turn the pump,
+    /// which then finds this pass settled — and keeps the emptied vectors.
+    pub(crate) fn finish(&self, mut buffers: Buffers) {
+        self.settle(&mut buffers);
+        buffers.woken.clear();
         drop_removed(buffers.removed.drain(..));
         if buffers.woken.capacity() == 0 && buffers.removed.capacity() == 0 {
             return;

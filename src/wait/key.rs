@@ -106,15 +106,15 @@ where
 
     fn cancel(&mut self) -> Option<Result<V, Error>> {
         self.resume_start_panic();
-        self.leave().map(Ok)
+        // A value completed inside a `start` that still runs is not the wait's yet: the wait
+        // gives up without it, and its cancel hook, which runs after `start`, finds the work
+        // finished and cancels nothing.
+        let held_back = (self.started.as_ref()).is_some_and(Started::is_running);
+        self.leave_as(held_back).map(Ok)
     }
 
     fn pump_id(&self) -> usize {
         self.core.id()
-    }
-
-    fn settling(&mut self, cx: &mut Context<'_>) -> bool {
-        (self.started.as_ref()).is_some_and(|started| started.runs(cx.waker()))
     }
 }
 
@@ -226,6 +226,13 @@ impl<K: Eq + Hash + Clone, V> Keyed<K, V> {
     /// key that completed before the wait gave up (the work finished: no hook runs), which a
     /// timeout hands over and a drop drops.
     fn leave(&mut self) -> Option<V> {
+        self.leave_as(false)
+    }
+
+    /// [`leave`](Keyed::leave); `held_back`: a value completed for the key is not the wait's
+    /// (its `start` still runs): dropped, not returned, and the cancel hook goes as for a key
+    /// still pending.
+    fn leave_as(&mut self, held_back: bool) -> Option<V> {
         let waiting = matches!(self.state, State::Waiting { .. });
         self.state = State::Done;
         if let Some(mut hook) = self.on_cancel.take() {
@@ -233,7 +240,7 @@ impl<K: Eq + Hash + Clone, V> Keyed<K, V> {
                 .claim
                 .as_ref()
                 .expect("a wait with a hook has its claim");
-            match self.table.abandon(&self.key, waiting, claim) {
+            match self.table.abandon(&self.key, waiting, claim, held_back) {
                 GaveUp::Marked(waker) => {
                     // Taken by the close already: it runs (or ran) without the key.
                     if !hook.fire() {

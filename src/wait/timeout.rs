@@ -23,14 +23,6 @@ pub(crate) trait Wait: Unpin {
 
     /// The id of the pump it waits on, to tell whether this thread is inside that pump.
     fn pump_id(&self) -> usize;
-
-    /// Whether what the wait ends with is being decided right now, elsewhere — a request's
-    /// `start` still runs on the loop's thread, and what it completed (or its panic) becomes
-    /// the request's only as it returns — so a deadline that passed waits for that (`cx`'s
-    /// waker is woken then), as a wait's readiness wins over its deadline.
-    fn settling(&mut self, _cx: &mut Context<'_>) -> bool {
-        false
-    }
 }
 
 /// A wait and its optional deadline: polls the wait first, then the timer, so a wait that is
@@ -38,8 +30,6 @@ pub(crate) trait Wait: Unpin {
 pub(crate) struct Timeout<W> {
     wait: W,
     timer: Option<Timer>,
-    /// The deadline passed while the wait was [settling](Wait::settling).
-    passed: bool,
     done: bool,
 }
 
@@ -48,7 +38,6 @@ impl<W> Timeout<W> {
         Timeout {
             wait,
             timer: None,
-            passed: false,
             done: false,
         }
     }
@@ -92,12 +81,11 @@ impl<W: Wait> Timeout<W> {
             return Poll::Ready(self.wait.cancel().unwrap_or(Err(Error::Reentrant)));
         }
         if let Some(timer) = &mut self.timer {
-            self.passed |= Pin::new(timer).poll(cx).is_ready();
-        }
-        if self.passed && !self.wait.settling(cx) {
-            self.done = true;
-            self.timer = None;
-            return Poll::Ready(self.wait.cancel().unwrap_or(Err(Error::TimedOut)));
+            if Pin::new(timer).poll(cx).is_ready() {
+                self.done = true;
+                self.timer = None;
+                return Poll::Ready(self.wait.cancel().unwrap_or(Err(Error::TimedOut)));
+            }
         }
         Poll::Pending
     }
