@@ -206,9 +206,11 @@ impl Builder {
     /// something (the 101st `build` returns [`Error::Trigger`]), and a
     /// [`watch`](crate::Descriptors::watch) that would pass the limit is refused (`InvalidInput`).
     /// A pump with [`tokio_readiness`](Builder::tokio_readiness) watches the set from tokio's
-    /// reactor too once its driver runs on tokio, and counts up to twice (51 – 63 of those fit,
-    /// measured; past that the pump fails with [`Error::Trigger`] as its driver starts, not at
-    /// `build`), as does one given a duplicate of the set's descriptor rather than the set (50).
+    /// reactor too once its driver runs on tokio, and counts up to twice: 50 of those fit when
+    /// each driver starts before the next `build`, which is refused past that with
+    /// [`Error::Trigger`]; pumps built first and started after all fit, those past the limit
+    /// watching through async-io's reactor instead of tokio's (measured, Linux 6.18), as does
+    /// one given a duplicate of the set's descriptor rather than the set (50).
     /// The paths are counted per watched descriptor: sets that each watch one descriptor share the
     /// limit too. A dropped pump lets go of its set's nesting as its driver ends, at the driver
     /// task's next poll: pumps made and dropped in a tight loop count until then.

@@ -995,6 +995,70 @@ mod closed_first {
             .expect("moved to a live socket");
         assert_eq!(set.watched(), [(1, y.as_raw_fd(), Interest::READABLE)]);
     }
+
+    /// Found by a probe of the set's docs: a watch the library closed first (a duplicate keeps
+    /// its file open), then unwatched as its last, left the kernel's entry in the set, which
+    /// stayed readable; a loop that does not ask what is ready, having nothing watched, ran
+    /// ~200 000 times a second, against "the pump does not spin". The unwatch now has the set
+    /// move to a new instance, and the entry goes with the old one.
+    #[test]
+    fn a_watch_closed_first_then_unwatched_leaves_the_set_quiet() {
+        let (socket, mut peer) = UnixStream::pair().expect("pair");
+        let _copy = socket.try_clone().expect("a forked child's copy");
+        let set = Descriptors::new().expect("set");
+        set.watch(socket.as_raw_fd(), Interest::READABLE, 1)
+            .expect("watch");
+        drop(socket); // closed first...
+        set.unwatch(1).expect("...then unwatched");
+        peer.write_all(b"x").expect("write");
+        assert!(set.is_empty());
+        assert!(!set_is_readable(&set), "readable with nothing watched");
+    }
+
+    /// Found by the same probe: a leftover of a watch closed first took a slot of `ready()`'s
+    /// (sized by the set's own descriptors), so a ready registration was not handed.
+    #[test]
+    fn a_leftover_takes_no_ready_registrations_place() {
+        let (old, _old_peer) = UnixStream::pair().expect("pair");
+        let set = Descriptors::new().expect("set");
+        set.watch(old.as_raw_fd(), Interest::WRITABLE, 1)
+            .expect("watch");
+        let _kept = old.try_clone().expect("dup");
+        let (new, _new_peer) = UnixStream::pair().expect("pair");
+        let mut number: OwnedFd = old.into();
+        reopen_under(&mut number, &new); // closed by the library, its number reused
+        drop(new);
+        set.unwatch(1).expect("unwatch, after the close");
+        let (socket, _peer) = UnixStream::pair().expect("pair");
+        set.watch(socket.as_raw_fd(), Interest::WRITABLE, 2)
+            .expect("watch");
+        let tokens: Vec<u64> = set.ready().iter().map(Ready::token).collect();
+        assert_eq!(tokens, [2]);
+    }
+
+    /// Found by the same probe (a model-based fuzz): an eventfd closed under its watch, a
+    /// second eventfd watched under the number and closed too, and the first one back under it
+    /// (a duplicate kept it open): the second's registration was handed the first's
+    /// readiness, call after call.
+    #[test]
+    fn an_earlier_file_back_under_a_number_is_not_handed_for_a_later_watch() {
+        let set = Descriptors::new().expect("set");
+        let mut number = eventfd();
+        let fd = number.as_raw_fd();
+        set.watch(fd, Interest::READABLE, 1).expect("watch");
+        let first = number.try_clone().expect("a forked child's copy");
+        reopen_under(&mut number, eventfd()); // closed unwatched; a second eventfd takes it
+        set.unwatch(1).expect("unwatch, too late");
+        set.watch(fd, Interest::READABLE, 2)
+            .expect("the second eventfd");
+        reopen_under(&mut number, &first); // the second closed unwatched; the first is back
+        signal(&first);
+        let mut handed = Vec::new();
+        for _ in 0..3 {
+            handed.extend(set.ready());
+        }
+        assert!(handed.is_empty(), "{handed:?}");
+    }
 }
 
 /// Found by a hostile probe: `watch_only` went through its list in hash order and stopped at the

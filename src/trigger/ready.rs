@@ -239,9 +239,11 @@ impl Ready {
     /// Linux these are the kernel's own bits (epoll reports in them); on kqueue and event ports
     /// (and on Linux built with `--cfg ffi_pump_polling`, the form the crate's CI tests them on)
     /// they are built from what `polling` reports, which has no `POLLHUP` and counts an error, a
-    /// hang-up and urgent data as readable: a pending error on a registration that reads is
-    /// `POLLIN | POLLERR` there (poll(2): `POLLERR`), a pipe whose writer closed `POLLIN` (poll(2):
-    /// `POLLHUP`), an out-of-band byte alone `POLLIN` (poll(2): nothing).
+    /// hang-up and urgent data as readable, and an error as writable: a pending error on a
+    /// registration that reads is `POLLIN | POLLERR` there (poll(2): `POLLERR`), on one that
+    /// writes `POLLOUT | POLLERR` (a pipe whose reader closed; poll(2): `POLLERR`), a pipe whose
+    /// writer closed `POLLIN` (poll(2): `POLLHUP`), an out-of-band byte alone `POLLIN` (poll(2):
+    /// nothing).
     ///
     /// # Examples
     ///

@@ -287,8 +287,9 @@ impl Descriptors {
     ///
     /// What the kernel says (`EBADF` for a closed descriptor, `EPERM` for a file it cannot poll,
     /// such as a regular file or `/dev/null`, `ELOOP` for the set itself, a set that watches
-    /// this one, or an epoll instance that holds another one (the set nests two levels deep
-    /// itself), `EINVAL` (`InvalidInput`) on Linux past the kernel's limit of wake-up paths
+    /// this one, or epoll instances nested deeper than the kernel takes (the set nests two
+    /// levels deep itself; Linux 6.18 takes an epoll instance that holds another one, and
+    /// another set), `EINVAL` (`InvalidInput`) on Linux past the kernel's limit of wake-up paths
     /// through nested epoll instances (100 pumps given the set, see
     /// [`run_on_readable`](crate::Builder::run_on_readable)); `EBADF` for a negative number,
     /// whatever the interest; on Windows `WSAENOTSOCK` for `INVALID_SOCKET`);
@@ -703,8 +704,8 @@ impl Descriptors {
         }
         let watched = table.fds.remove(&fd).expect("held");
         table.keys.remove(&watched.key);
-        if !watched.asked.is_empty() {
-            take_out(&table.instance, &mut table.suspect, fd);
+        if !watched.asked.is_empty() && take_out(&table.instance, &mut table.suspect, fd) {
+            table.leftover = true;
         }
         Ok(())
     }
@@ -726,6 +727,7 @@ impl Descriptors {
             keys,
             next_key,
             suspect,
+            leftover,
             ..
         } = table;
         let (old_key, before) = match fds.get(&fd) {
@@ -757,7 +759,7 @@ impl Descriptors {
                 instance.control(false, fd, key, asked)?
             }
             (false, false) => {}
-            (false, true) => take_out(instance, suspect, fd),
+            (false, true) => *leftover |= take_out(instance, suspect, fd),
         }
         if old_key != Some(key) {
             if let Some(old_key) = old_key {
@@ -865,13 +867,18 @@ fn number_token(fd: RawDescriptor) -> u64 {
     fd as u64
 }
 
-/// Takes `fd`'s entry out of the kernel's set. Refused, the kernel may keep an earlier file's
-/// entry under the number, which would take a later change of that file, back under the number,
-/// for the set's own: the number is marked, and such changes look at the file first.
-fn take_out(instance: &Instance, suspect: &mut HashSet<RawDescriptor>, fd: RawDescriptor) {
-    if instance.delete(fd) {
+/// Takes `fd`'s entry out of the kernel's set; `true` if the kernel refused. Refused, the kernel
+/// may keep an earlier file's entry under the number (a duplicate keeps the file open), which
+/// keeps reporting — the set is readable for it, and a loop that does not ask what is ready
+/// would run again and again (found by a probe: ~200 000 runs a second) — and would take a later
+/// change of that file, back under the number, for the set's own: the number is marked, such
+/// changes look at the file first, and the caller has the set move to a new instance.
+fn take_out(instance: &Instance, suspect: &mut HashSet<RawDescriptor>, fd: RawDescriptor) -> bool {
+    let refused = instance.delete(fd);
+    if refused {
         suspect.insert(fd);
     }
+    refused
 }
 
 /// Whether the kernel refused to change an entry because the number no longer names the file it
