@@ -667,6 +667,23 @@ fn an_answered_request_first_polled_on_the_loops_thread_gets_its_value() {
     assert_eq!(outcome, Ok(Ok(42)));
 }
 
+/// Awaits `wait` (a 50 ms timeout; its `start` blocks until `go`): it ends `TimedOut` well
+/// before `start` is let go.
+fn ends_at_once_timed_out<T: std::fmt::Debug + PartialEq>(
+    wait: impl std::future::Future<Output = Result<T, Error>>,
+    go: std::sync::mpsc::Sender<()>,
+) {
+    let began = Instant::now();
+    let outcome = futures_lite::future::block_on(wait);
+    let took = began.elapsed();
+    go.send(()).expect("start waits");
+    assert_eq!(outcome, Err(Error::TimedOut));
+    assert!(
+        took < Duration::from_secs(2),
+        "a 50 ms timeout took {took:?}"
+    );
+}
+
 /// Found by a hostile probe, then by a review of the first fix: a request (or a submit) whose
 /// deadline passed while its `start` still ran, having completed it, ended `Ok` with that value,
 /// against "a value completed inside `start` is the request's only once `start` returned"
@@ -695,15 +712,7 @@ fn a_deadline_that_passes_while_start_runs_ends_the_request_at_once_without_its_
             },
         )
         .timeout(Duration::from_millis(50));
-    let began = Instant::now();
-    let outcome = futures_lite::future::block_on(request);
-    let took = began.elapsed();
-    go.send(()).expect("start waits");
-    assert_eq!(outcome, Err(Error::TimedOut));
-    assert!(
-        took < Duration::from_secs(2),
-        "a 50 ms timeout took {took:?}"
-    );
+    ends_at_once_timed_out(request, go);
     // Nothing completed: `start` blocks after keeping its completer.
     let (go, go_rx) = channel::<()>();
     let counts = cancelled.clone();
@@ -719,15 +728,7 @@ fn a_deadline_that_passes_while_start_runs_ends_the_request_at_once_without_its_
             },
         )
         .timeout(Duration::from_millis(50));
-    let began = Instant::now();
-    let outcome = futures_lite::future::block_on(request);
-    let took = began.elapsed();
-    go.send(()).expect("start waits");
-    assert_eq!(outcome, Err(Error::TimedOut));
-    assert!(
-        took < Duration::from_secs(2),
-        "a 50 ms timeout took {took:?}"
-    );
+    ends_at_once_timed_out(request, go);
     // A submit whose `start` completes its key, then blocks: the same, and the key is free.
     let table = ffi_pump::Completions::<u8, u64>::new();
     let completes = table.clone();
@@ -743,15 +744,7 @@ fn a_deadline_that_passes_while_start_runs_ends_the_request_at_once_without_its_
             |_| {},
         )
         .timeout(Duration::from_millis(50));
-    let began = Instant::now();
-    let outcome = futures_lite::future::block_on(submitted);
-    let took = began.elapsed();
-    go.send(()).expect("start waits");
-    assert_eq!(outcome, Err(Error::TimedOut));
-    assert!(
-        took < Duration::from_secs(2),
-        "a 50 ms timeout took {took:?}"
-    );
+    ends_at_once_timed_out(submitted, go);
     // The cancels ran on the loop's thread (a call after them sees what they did): the one of
     // the request that completed nothing only.
     assert_eq!(futures_lite::future::block_on(handle.call(|_| ())), Ok(()));
