@@ -19,8 +19,8 @@ use crate::sync::{fence, lock, AtomicBool, AtomicUsize, Mutex};
 pub(crate) struct Buffers {
     pub(crate) woken: Vec<Waker>,
     pub(crate) removed: Vec<Removed>,
-    /// [`PassBuffers::waking`] while these count there ([`PassBuffers::hold`]), until woken or
-    /// dropped.
+    /// [`PassBuffers::waking`] while these count there ([`PassBuffers::hold`]), until settled
+    /// ([`PassBuffers::settle`], [`PassBuffers::finish`]) or dropped.
     held: Option<Arc<Waking>>,
 }
 

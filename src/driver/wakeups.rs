@@ -4,7 +4,7 @@
 //! kick, a tick, the loop's deadline, readiness of its descriptor), sleeping as long as there is
 //! none; the driver then runs the loop for it. A new wake source is a new arm here.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures_lite::{FutureExt, StreamExt};
 
@@ -123,9 +123,7 @@ impl<'a> Wakeups<'a> {
             .next_tick
             .filter(|&due| self.ticking && due <= Instant::now())
         {
-            core.counters.count_late_tick();
-            core.span.late_tick(due.elapsed());
-            self.start_ticks();
+            self.skip_late_ticks(due.elapsed());
         }
         if std::mem::take(&mut self.after_readiness) {
             if let Some(Err(kind)) = self.watch.as_ref().map(|w| w.trigger().is_open()) {
@@ -250,13 +248,19 @@ impl<'a> Wakeups<'a> {
         }
         let late = due.elapsed();
         if late > core.config.interval {
-            core.counters.count_late_tick();
-            core.span.late_tick(late);
-            self.start_ticks();
+            self.skip_late_ticks(late);
         } else {
             self.next_tick = due.checked_add(core.config.interval);
         }
         Cause::Tick
+    }
+
+    /// Counts a tick taken `late` (or overrun by a step) and starts the ticks again from now: the
+    /// ones missed meanwhile are skipped, not made up back to back.
+    fn skip_late_ticks(&mut self, late: Duration) {
+        self.core.counters.count_late_tick();
+        self.core.span.late_tick(late);
+        self.start_ticks();
     }
 
     /// Starts the ticks: the first one interval from now.
