@@ -280,14 +280,17 @@ fn wait_on_a_pump_nobody_drives_fails_fast() {
 
 /// The threads the crate starts say what they are, as the docs name them: the driver thread of
 /// `Backend::Thread` ("ffi-pump-driver") and a loop's own thread ("ffi-pump-loop").
-#[test]
-fn the_crates_threads_are_named_as_documented() {
-    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let record = seen.clone();
+/// What `what` returns on each thread the crate starts: in `run_once` on `Backend::Thread`'s
+/// thread (its first run), and in a call on a loop's own thread.
+fn on_the_crates_threads<T: Send + 'static>(what: fn() -> T) -> (T, T) {
+    let first = Arc::new(std::sync::Mutex::new(None));
+    let record = first.clone();
     let driven = Pump::builder()
         .build(move || {
-            let name = std::thread::current().name().map(str::to_owned);
-            record.lock().unwrap().push(name);
+            let mut first = record.lock().unwrap();
+            if first.is_none() {
+                *first = Some(what());
+            }
         })
         .expect("valid settings");
     driven
@@ -295,17 +298,22 @@ fn the_crates_threads_are_named_as_documented() {
         .expect("a thread");
     driven.kick();
     futures_lite::future::block_on(common::eventually("a run", || {
-        !seen.lock().unwrap().is_empty()
+        first.lock().unwrap().is_some()
     }));
-    let first = seen.lock().unwrap()[0].clone();
-    assert_eq!(first.as_deref(), Some("ffi-pump-driver"));
+    let on_the_driver = first.lock().unwrap().take().expect("recorded");
     let (_owner, handle) = Pump::builder()
         .build_with_state(|_| Ok(()), |_, _| None)
         .expect("the loop's thread starts");
-    let name = futures_lite::future::block_on(
-        handle.call(|_| std::thread::current().name().map(str::to_owned)),
-    );
-    assert_eq!(name.expect("a call").as_deref(), Some("ffi-pump-loop"));
+    let on_the_loop = futures_lite::future::block_on(handle.call(move |_| what()));
+    (on_the_driver, on_the_loop.expect("a call"))
+}
+
+#[test]
+fn the_crates_threads_are_named_as_documented() {
+    let name = || std::thread::current().name().map(str::to_owned);
+    let (driver, loop_thread) = on_the_crates_threads(name);
+    assert_eq!(driver.as_deref(), Some("ffi-pump-driver"));
+    assert_eq!(loop_thread.as_deref(), Some("ffi-pump-loop"));
 }
 
 /// Recurses until about `bytes` of the stack below `top` are in use, as a C library's recursion
@@ -332,26 +340,9 @@ fn use_stack(bytes: usize) -> usize {
 /// here (this test aborted the whole binary before).
 #[test]
 fn the_crates_threads_have_a_c_programs_stack() {
-    let ran = Arc::new(AtomicU64::new(0));
-    let record = ran.clone();
-    let driven = Pump::builder()
-        .build(move || {
-            record.store(use_stack(6 << 20) as u64, Ordering::SeqCst);
-        })
-        .expect("valid settings");
-    driven
-        .spawn_on(ffi_pump::Backend::Thread)
-        .expect("a thread");
-    driven.kick();
-    futures_lite::future::block_on(common::eventually("a run", || {
-        ran.load(Ordering::SeqCst) > 0
-    }));
-    let (_owner, handle) = Pump::builder()
-        .build_with_state(|_| Ok(()), |_, _| None)
-        .expect("the loop's thread starts");
-    assert!(ran.load(Ordering::SeqCst) >= 6 << 20);
-    let used = futures_lite::future::block_on(handle.call(|_| use_stack(6 << 20)));
-    assert!(used.expect("a call") >= 6 << 20);
+    let (driver, loop_thread) = on_the_crates_threads(|| use_stack(6 << 20));
+    assert!(driver >= 6 << 20);
+    assert!(loop_thread >= 6 << 20);
 }
 
 /// Found by a hostile probe: a broadcast wait (and `wait_until_local`, which always is one)
