@@ -128,7 +128,9 @@ impl<V: Send> CloseHook for Channel<V> {
 /// The library's end of a subscription ([`LoopHandle::subscribe`](crate::LoopHandle::subscribe)):
 /// emits values to it, on the loop's thread, typically from `run_once`.
 ///
-/// Dropping it ends the subscription: the stream yields what it holds, then ends.
+/// Dropping it ends the subscription: the stream yields what it holds, then ends. Dropped as a
+/// panic leaves `run_once`, it ends nothing: the pump fails, and the stream ends with
+/// [`Error::Panicked`](crate::Error::Panicked), as a close ends every stream.
 ///
 /// # Examples
 ///
@@ -151,7 +153,7 @@ impl<V: Send> CloseHook for Channel<V> {
 /// # Ok::<(), ffi_pump::Error>(())
 /// # }).unwrap();
 /// ```
-pub struct Emitter<V> {
+pub struct Emitter<V: 'static> {
     channel: Arc<Channel<V>>,
     id: RequestId,
     core: Weak<Core>,
@@ -160,7 +162,7 @@ pub struct Emitter<V> {
     kept: (crate::kept::Key, Weak<dyn crate::kept::Forget>),
 }
 
-impl<V> Emitter<V> {
+impl<V: 'static> Emitter<V> {
     pub(crate) fn new(
         channel: Arc<Channel<V>>,
         id: RequestId,
@@ -276,22 +278,7 @@ impl<V> Emitter<V> {
 
     /// [`end`](Emitter::end), which its drop does too (a second time, it ends nothing).
     fn end_here(&self) -> bool {
-        // Dropped with the state as the pump closes: the stream ends with the close reason.
-        let core = self.core.upgrade();
-        let (ended, pending) = self.channel.change(|state| {
-            let ends = open(core.as_ref()) && !state.subscriber_gone && !state.emitter_gone;
-            state.emitter_gone |= ends;
-            // Ended for it as its `start` panicked: nothing was kept for a stop.
-            let ends = ends || std::mem::take(&mut state.start_panicked);
-            // Nothing more comes: the stream no longer waits for the pump.
-            let pending = if ends { state.pending.take() } else { None };
-            ((ends, pending), true)
-        });
-        drop(pending);
-        if ended {
-            crate::kept::forget(self.kept.0, &self.kept.1);
-        }
-        ended
+        end(&self.channel, &self.core, &self.kept)
     }
 
     /// Whether the subscription still takes values: it was not dropped, did not end, and its
@@ -308,13 +295,56 @@ fn open(core: Option<&Arc<Core>>) -> bool {
     core.is_some_and(|core| !core.is_closed())
 }
 
-impl<V> Drop for Emitter<V> {
+/// Ends the subscription of `channel` for its library ([`Emitter::end`]); `kept` is where what
+/// its `start` returned is kept.
+fn end<V>(
+    channel: &Channel<V>,
+    core: &Weak<Core>,
+    kept: &(crate::kept::Key, Weak<dyn crate::kept::Forget>),
+) -> bool {
+    // Dropped with the state as the pump closes: the stream ends with the close reason.
+    let core = core.upgrade();
+    let (ended, pending) = channel.change(|state| {
+        let ends = open(core.as_ref()) && !state.subscriber_gone && !state.emitter_gone;
+        state.emitter_gone |= ends;
+        // Ended for it as its `start` panicked: nothing was kept for a stop.
+        let ends = ends || std::mem::take(&mut state.start_panicked);
+        // Nothing more comes: the stream no longer waits for the pump.
+        let pending = if ends { state.pending.take() } else { None };
+        ((ends, pending), true)
+    });
+    drop(pending);
+    if ended {
+        crate::kept::forget(kept.0, &kept.1);
+    }
+    ended
+}
+
+impl<V: 'static> Drop for Emitter<V> {
     fn drop(&mut self) {
-        let _ = self.end_here();
+        // Dropped as a panic unwinds in its pump's `run_once`: if the panic leaves it, the pump
+        // fails, and the stream ends with `Panicked` as a close ends every stream (its stop runs
+        // then); if `run_once` catches it (a C callback the binding guards), the library let go
+        // of the emitter, which ends the subscription as a drop does — known once the run ends.
+        match self.core.upgrade() {
+            Some(core) if crate::reentry::is_unwinding_its_loop(core.id()) => {
+                let (channel, weak, kept) =
+                    (self.channel.clone(), self.core.clone(), self.kept.clone());
+                let ending = move |escaped: bool| {
+                    if !escaped {
+                        end(&channel, &weak, &kept);
+                    }
+                };
+                crate::reentry::answer_when_run_ends(core.id(), Box::new(ending));
+            }
+            _ => {
+                let _ = self.end_here();
+            }
+        }
     }
 }
 
-impl<V> fmt::Debug for Emitter<V> {
+impl<V: 'static> fmt::Debug for Emitter<V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Emitter")
             .field("id", &self.id)

@@ -734,3 +734,85 @@ fn a_start_that_kept_its_emitter_then_panicked_ends_the_stream() {
         );
     });
 }
+
+/// A library that takes its subscribers out of its state to dispatch to them, emits, and
+/// panics: the emitters unwind with `run_once`. `catch` guards the dispatch as a binding guards
+/// a C callback. Returns what the stream yielded and how many stops ran.
+fn emitter_unwinding_with_run_once(catch: bool) -> (Vec<Result<u32, Error>>, usize) {
+    #[derive(Default)]
+    struct Bus {
+        subscribers: Vec<Emitter<u32>>,
+        fail: bool,
+    }
+    fn dispatch(subscribers: Vec<Emitter<u32>>) {
+        for subscriber in &subscribers {
+            let _ = subscriber.emit(7);
+        }
+        panic!("a callback panics with the subscribers in hand (expected by this test)");
+    }
+    futures_lite::future::block_on(async {
+        let (pump, bus) = Pump::builder()
+            .build_with_state(
+                |_| Ok(Bus::default()),
+                move |bus: &mut Bus, _| {
+                    if std::mem::take(&mut bus.fail) {
+                        let subscribers = std::mem::take(&mut bus.subscribers);
+                        match catch {
+                            true => {
+                                let guarded =
+                                    std::panic::AssertUnwindSafe(|| dispatch(subscribers));
+                                let _ = std::panic::catch_unwind(guarded);
+                            }
+                            false => dispatch(subscribers),
+                        }
+                    }
+                    None
+                },
+            )
+            .expect("pump thread starts");
+        let stops = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = stops.clone();
+        let mut stream = bus.subscribe(
+            4,
+            |bus: &mut Bus, emitter| bus.subscribers.push(emitter),
+            move |_, ()| {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            },
+        );
+        within("a call", bus.call(|bus| bus.fail = true))
+            .await
+            .expect("open");
+        let mut seen = Vec::new();
+        while let Some(item) = within("the stream", stream.next()).await {
+            seen.push(item);
+        }
+        drop(stream);
+        if catch {
+            within("a call", bus.call(|_| ()))
+                .await
+                .expect("the pump goes on");
+        }
+        pump.close();
+        within("the close", pump.closed()).await.expect("closed");
+        (seen, stops.load(std::sync::atomic::Ordering::SeqCst))
+    })
+}
+
+/// Found by a hostile probe: an emitter that unwound with a panic leaving `run_once` ended its
+/// stream as if the library had let go of it (`None`, no stop): the subscriber could not tell a
+/// failed pump from a subscription that ended.
+#[test]
+fn an_emitter_unwinding_with_a_panic_that_fails_the_pump_ends_its_stream_with_panicked() {
+    let (seen, stops) = emitter_unwinding_with_run_once(false);
+    assert_eq!(seen, [Ok(7), Err(Error::Panicked)]);
+    assert_eq!(stops, 1, "the close unsubscribes it");
+}
+
+/// The same panic caught inside `run_once`: the library let go of the emitter, which ends the
+/// stream as a drop does.
+#[test]
+fn an_emitter_unwinding_with_a_panic_run_once_catches_ends_its_stream() {
+    let (seen, stops) = emitter_unwinding_with_run_once(true);
+    assert_eq!(seen, [Ok(7)]);
+    assert_eq!(stops, 0, "the library ended it: no stop");
+}
