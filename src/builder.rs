@@ -107,8 +107,11 @@ impl Builder {
     /// calls get their turn), and goes on with the checks not yet seen as soon as it can —
     /// without calling the C loop again. The waits that register while a pass holds the lock (a
     /// burst of them, say) are checked as it is let go, within the same budget, and the rest of
-    /// them the same way; those that register during a run join its round. A
-    /// [`turn`](crate::Pump::turn) still returns only once its round's checks are all done. A
+    /// them the same way; those that register during a run join its round. A run that comes
+    /// before a round's checks are all done (kicks, calls, ticks faster than the checks) does not
+    /// start them over: the round goes on, and the run's own round begins as soon as it ends,
+    /// so every wait is checked within two rounds' worth of checks, however often the loop runs.
+    /// A [`turn`](crate::Pump::turn) still returns only once its round's checks are all done. A
     /// zero budget is refused by every `build` method, as is a budget for a pump with
     /// [`Strategy::Broadcast`], where each wait checks itself and the pump evaluates no checks.
     ///

@@ -357,3 +357,61 @@ fn a_turn_returns_after_every_wait_its_round_ended_was_woken() {
         "waits woken when the turn returned"
     );
 }
+
+/// 100 checks of 1 ms that never hold, a 500 µs budget, and a kick every 2 ms: a wait of
+/// another check type whose condition holds is woken, and a turn returns. Found by a hostile
+/// probe: each run began the round anew, from the column a pass had stopped in, so while runs
+/// came faster than that column's checks took, the columns after it were never reached — the
+/// wait hung until its timeout (6 of 6, on every backend), and a turn took up to 4.8 s.
+fn kicks_faster_than_a_round(rt: Rt) {
+    rt.block_on(async move {
+        let builder = Pump::builder()
+            .interval(Duration::from_secs(3600))
+            .check_budget(Duration::from_micros(500));
+        let pump = rt.pump_with(builder, || {});
+        let slow: Vec<_> = (0..100)
+            .map(|_| {
+                let wait = pump.wait_until(|| {
+                    spin(1);
+                    false
+                });
+                rt.spawn(wait.timeout(Duration::from_secs(30)))
+            })
+            .collect();
+        pending(&pump, 100).await;
+        let holds = Arc::new(AtomicBool::new(false));
+        let flag = holds.clone();
+        let target = pump.wait_until(move || flag.load(Ordering::SeqCst));
+        let target = rt.spawn(target.timeout(Duration::from_secs(10)));
+        pending(&pump, 101).await;
+        let stop = Arc::new(AtomicBool::new(false));
+        let (kicker, stopped) = (pump.kicker(), stop.clone());
+        let kicks = std::thread::spawn(move || {
+            while !stopped.load(Ordering::SeqCst) {
+                kicker.kick();
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        });
+        holds.store(true, Ordering::SeqCst);
+        let woken = target.await;
+        let turned = common::within("a turn under kicks", pump.turn()).await;
+        stop.store(true, Ordering::SeqCst);
+        kicks.join().expect("the kicks");
+        pump.close();
+        for wait in slow {
+            let _ = wait.await;
+        }
+        assert_eq!(woken, Ok(()), "the wait whose condition held, under kicks");
+        assert_eq!(turned, Ok(()), "a turn under kicks");
+    });
+}
+
+#[test]
+fn kicks_faster_than_a_round_starve_no_wait_on_a_thread() {
+    kicks_faster_than_a_round(Rt::Thread);
+}
+
+#[test]
+fn kicks_faster_than_a_round_starve_no_wait_on_the_loops_thread() {
+    kicks_faster_than_a_round(Rt::LoopThread);
+}

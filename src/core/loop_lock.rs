@@ -281,12 +281,14 @@ impl<'a> LoopGuard<'a> {
                 // A new round of checks. A request to go on with the last one may still be set:
                 // it then finds the round done, at the cost of a look per column.
                 let budget = core.config.check_budget;
-                let seen_all = core.registry.evaluate(budget, woken, removed);
+                let walked = core.registry.evaluate(budget, round, woken, removed);
+                if let Some(checked) = walked.checked {
+                    core.rounds.checked_through(checked);
+                }
                 // The waits not seen may hold already: their checks go on at once, with the
                 // lock let go meanwhile, and with no run (the loop has nothing new to say).
-                match seen_all {
-                    true => core.rounds.checked_through(round),
-                    false => core.demand.go_on_checking(),
+                if !walked.seen_all {
+                    core.demand.go_on_checking();
                 }
             }
             clock.checked();
@@ -325,9 +327,8 @@ impl<'a> LoopGuard<'a> {
             let budget = core.config.check_budget;
             let Buffers { woken, removed, .. } = &mut buffers;
             let left = core.registry.evaluate_rest(budget, woken, removed);
-            if !left.round {
-                // No run starts while the lock is held: the round counted now is the one.
-                core.rounds.checked_through(core.rounds.now().round());
+            if let Some(checked) = left.checked {
+                core.rounds.checked_through(checked);
             }
             if left.round || left.arrivals {
                 core.demand.go_on_checking();

@@ -159,6 +159,20 @@ pub(crate) struct Left {
     pub(crate) arrivals: bool,
     /// Entries of the round not seen yet.
     pub(crate) round: bool,
+    /// The latest round whose every entry has now been evaluated since its run, if a round
+    /// ended in this pass.
+    pub(crate) checked: Option<u64>,
+}
+
+/// What [`Registry::evaluate`] did of the round its run began.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Walked {
+    /// Whether every round is walked through: nothing is left for
+    /// [`evaluate_rest`](Registry::evaluate_rest).
+    pub(crate) seen_all: bool,
+    /// The latest round whose every entry has now been evaluated since its run, if a round
+    /// ended in this pass.
+    pub(crate) checked: Option<u64>,
 }
 
 /// Entries of waits that gave up, not yet taken out, past which the driver takes them out
@@ -265,6 +279,14 @@ pub(crate) struct Slab {
     types: Vec<TypeId>,
     /// The column where the last pass stopped for lack of time.
     next_column: usize,
+    /// The round the columns are walking (by the number of the run that began it), while it has
+    /// entries left.
+    walking: Option<u64>,
+    /// The latest run's round, which begins once the one walking ends: a round is walked
+    /// through before the next begins, so runs that come faster than the checks of a round
+    /// take cannot keep any entry from its turn (each run beginning the walk anew kept the
+    /// columns after the one a pass stopped in unseen for as long as runs came).
+    latest: u64,
     /// Where the arrivals an evaluation admitted went and that no walk has evaluated yet: empty
     /// but for those a walk left for lack of time, its memory kept for the next evaluation.
     arrived: Vec<Place>,
@@ -597,17 +619,35 @@ impl Registry {
         false
     }
 
-    /// Starts a round (a run just happened) and evaluates entries, from where the last pass
-    /// stopped, until every entry was seen or `budget` is spent. The wakers of the completed ones
-    /// go to `woken`, the entries taken out to `removed`. Returns whether the round is done (if
-    /// not, [`evaluate_rest`](Registry::evaluate_rest) goes on with it, with no run between).
+    /// A run (of round `round`) just happened: starts its round, unless one is still being
+    /// walked — then that one goes on, and this one begins as soon as it ends — and evaluates
+    /// entries, from where the last pass stopped, until every round is walked through or
+    /// `budget` is spent. The wakers of the completed ones go to `woken`, the entries taken out
+    /// to `removed`. If not walked through, [`evaluate_rest`](Registry::evaluate_rest) goes on
+    /// with it, with no run between.
     pub(crate) fn evaluate(
         &self,
         budget: Duration,
+        round: u64,
         woken: &mut Vec<Waker>,
         removed: &mut Vec<Removed>,
-    ) -> bool {
+    ) -> Walked {
         let mut slab = self.admit(false);
+        slab.latest = slab.latest.max(round);
+        if slab.walking.is_none() {
+            Self::begin_round(&mut slab);
+        }
+        let mut pass = Pass::new(self, Some(budget), woken);
+        let (left, checked) = Self::walk_rounds(&mut slab, &mut pass);
+        pass.end(&mut slab, removed);
+        Walked {
+            seen_all: !left,
+            checked,
+        }
+    }
+
+    /// Begins the latest run's round: every entry the columns hold is to be evaluated again.
+    fn begin_round(slab: &mut Slab) {
         // Arrivals left for lack of time are in the slab: this round sees them.
         let mut left = std::mem::take(&mut slab.arrived);
         left.clear();
@@ -615,20 +655,35 @@ impl Registry {
         for column in &mut slab.columns {
             column.begin_round();
         }
-        let mut pass = Pass::new(self, Some(budget), woken);
-        let seen_all = Self::pass(&mut slab, &mut pass);
-        pass.end(&mut slab, removed);
-        seen_all
+        slab.walking = Some(slab.latest);
+    }
+
+    /// Walks the round under way, and the latest run's after it if that is a later one, until
+    /// both are walked through (`false`) or the pass's time is up (`true`: entries left); with
+    /// the latest round walked through in this pass, if any.
+    fn walk_rounds(slab: &mut Slab, pass: &mut Pass<'_>) -> (bool, Option<u64>) {
+        let mut checked = None;
+        while let Some(walking) = slab.walking {
+            if !Self::pass(slab, pass) {
+                return (true, checked);
+            }
+            checked = Some(walking);
+            slab.walking = None;
+            if slab.latest > walking {
+                Self::begin_round(slab);
+            }
+        }
+        (false, checked)
     }
 
     /// Goes on with what passes left for lack of time, with no run between (the C library has
     /// not run since, so the checks already made would say the same): first the entries of the
-    /// round not seen yet, then the arrivals — those left, and any registered since — until none
-    /// is left or `budget` is spent. Returns what is still left.
+    /// rounds not seen yet, then the arrivals — those left, and any registered since — until
+    /// none is left or `budget` is spent. Returns what is still left.
     ///
-    /// The round first: it is finite (its walk stays within the keys it began with), so a stream
-    /// of arrivals whose checks spend the budget cannot keep it from ending, nor the waits in it
-    /// whose condition held at the run from being woken.
+    /// The rounds first: each is finite (its walk stays within the keys it began with), so a
+    /// stream of arrivals whose checks spend the budget cannot keep it from ending, nor the
+    /// waits in it whose condition held at the run from being woken.
     pub(crate) fn evaluate_rest(
         &self,
         budget: Duration,
@@ -637,13 +692,17 @@ impl Registry {
     ) -> Left {
         let mut slab = self.admit(true);
         let mut pass = Pass::new(self, Some(budget), woken);
-        let round = !Self::pass(&mut slab, &mut pass);
+        let (round, checked) = Self::walk_rounds(&mut slab, &mut pass);
         let arrivals = match round {
             true => !slab.arrived.is_empty(),
             false => !Self::arrivals(&mut slab, &mut pass),
         };
         pass.end(&mut slab, removed);
-        Left { arrivals, round }
+        Left {
+            arrivals,
+            round,
+            checked,
+        }
     }
 
     /// The columns in turn from where the last pass stopped, each with what it has left of the
@@ -921,7 +980,11 @@ mod tests {
             .iter_mut()
             .for_each(|count| *count = 0);
         // A zero budget: the pass stops at its first look at the clock.
-        assert!(!registry.evaluate(Duration::ZERO, &mut Vec::new(), &mut Vec::new()));
+        assert!(
+            !registry
+                .evaluate(Duration::ZERO, 1, &mut Vec::new(), &mut Vec::new())
+                .seen_all
+        );
         arrive(registry, counts, before..before + arrivals);
         while (registry.evaluate_rest(Duration::from_secs(1), &mut Vec::new(), &mut Vec::new()))
             .round
@@ -1009,7 +1072,11 @@ mod tests {
             .unwrap()
             .iter_mut()
             .for_each(|count| *count = 0);
-        assert!(registry.evaluate(Duration::from_secs(1), &mut Vec::new(), &mut Vec::new()));
+        assert!(
+            registry
+                .evaluate(Duration::from_secs(1), 1, &mut Vec::new(), &mut Vec::new())
+                .seen_all
+        );
         let left = registry.evaluate_rest(Duration::from_secs(1), &mut Vec::new(), &mut Vec::new());
         assert!(!left.arrivals && !left.round, "{left:?}");
         assert!(
@@ -1028,7 +1095,11 @@ mod tests {
         let counts = Arc::new(Mutex::new(Vec::new()));
         arrive(&registry, &counts, 0..10);
         // A zero budget: each pass checks one entry, then looks at the clock and stops.
-        assert!(!registry.evaluate(zero, &mut Vec::new(), &mut Vec::new()));
+        assert!(
+            !registry
+                .evaluate(zero, 1, &mut Vec::new(), &mut Vec::new())
+                .seen_all
+        );
         let mut calls = 0;
         for id in 10..60 {
             counts.lock().unwrap().resize(id + 1, 0);
@@ -1057,7 +1128,11 @@ mod tests {
         }
         let zero = Some(Duration::ZERO);
         assert!(!registry.evaluate_arrivals(zero, &mut Vec::new(), &mut Vec::new()));
-        assert!(registry.evaluate(Duration::from_secs(1), &mut Vec::new(), &mut Vec::new()));
+        assert!(
+            registry
+                .evaluate(Duration::from_secs(1), 1, &mut Vec::new(), &mut Vec::new())
+                .seen_all
+        );
         let (_, places) = kept_for_arrivals(&registry);
         assert!(places <= super::SPARE_AT_MOST, "kept {places} places");
     }
