@@ -19,10 +19,16 @@ const FINISH_AHEAD: usize = 32;
 
 /// What a column is to the registry, whatever its entry type.
 pub(super) trait Column: Send {
-    /// Evaluates entries from where the last pass stopped, until all were seen or the pass's
-    /// deadline is reached; `false` if it stopped for lack of time.
-    /// Starts a round (a run just happened): every entry is to be evaluated again.
-    fn begin_round(&mut self);
+    /// Starts a round: every entry is to be evaluated again — but, with `after_its_run`, those
+    /// the last round evaluated after the run this one is for (since [`run_came`]), which are
+    /// not evaluated twice.
+    ///
+    /// [`run_came`]: Column::run_came
+    fn begin_round(&mut self, after_its_run: bool);
+
+    /// A run came while a round was being walked: what the round has left of this column from
+    /// here on is evaluated after that run.
+    fn run_came(&mut self);
 
     /// Evaluates the entries not yet evaluated this round, from where the last pass stopped,
     /// until none is left (`true`) or the pass's time is up (`false`).
@@ -63,6 +69,8 @@ pub(super) struct Typed<E: Evaluate> {
     /// How many keys the column had when the round began: keys stored since were evaluated as
     /// they arrived, and the round's walk stays within these.
     round_size: usize,
+    /// `left` when the latest run came while this round was walked ([`Column::run_came`]).
+    left_at_run: Option<usize>,
     removed: Vec<E>,
     /// The entries of `removed` (by index) that their checks ended this pass, with what the
     /// checks gave, until [`Typed::finish_checked`] tells their waits.
@@ -82,6 +90,7 @@ impl<E: Evaluate> Typed<E> {
             cursor: 0,
             left: 0,
             round_size: 0,
+            left_at_run: None,
             removed: Vec::new(),
             checked: Vec::new(),
             spare: Arc::default(),
@@ -262,14 +271,27 @@ impl<E: Evaluate> Typed<E> {
             self.cursor = 0;
             self.left = 0;
             self.round_size = 0;
+            self.left_at_run = None;
         }
     }
 }
 
 impl<E: Evaluate> Column for Typed<E> {
-    fn begin_round(&mut self) {
-        self.round_size = self.entries.len();
-        self.left = self.round_size;
+    fn begin_round(&mut self, after_its_run: bool) {
+        let size = self.entries.len();
+        // The keys from `cursor` on were walked after the run (the last round's remainder), the
+        // rest before it: the round walks the rest, from `cursor`. Only while the keys are where
+        // they were — a column that grew walks them all.
+        let walked = match self.left_at_run.take() {
+            Some(left) if after_its_run && self.round_size == size => left,
+            _ => 0,
+        };
+        self.round_size = size;
+        self.left = size - walked;
+    }
+
+    fn run_came(&mut self) {
+        self.left_at_run = Some(self.left);
     }
 
     fn evaluate(&mut self, pass: &mut Pass<'_>) -> bool {

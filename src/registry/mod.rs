@@ -634,8 +634,9 @@ impl Registry {
     ) -> Walked {
         let mut slab = self.admit(false);
         slab.latest = slab.latest.max(round);
-        if slab.walking.is_none() {
-            Self::begin_round(&mut slab);
+        match slab.walking {
+            None => Self::begin_round(&mut slab, false),
+            Some(_) => slab.columns.iter_mut().for_each(|column| column.run_came()),
         }
         let mut pass = Pass::new(self, Some(budget), woken);
         let (left, checked) = Self::walk_rounds(&mut slab, &mut pass);
@@ -646,14 +647,19 @@ impl Registry {
         }
     }
 
-    /// Begins the latest run's round: every entry the columns hold is to be evaluated again.
-    fn begin_round(slab: &mut Slab) {
-        // Arrivals left for lack of time are in the slab: this round sees them.
-        let mut left = std::mem::take(&mut slab.arrived);
-        left.clear();
-        keep_spare(&mut slab.arrived, left);
+    /// Begins the latest run's round: every entry the columns hold is to be evaluated again —
+    /// but, `after_its_run`, those the round that just ended evaluated after that run.
+    fn begin_round(slab: &mut Slab, after_its_run: bool) {
+        // Arrivals left for lack of time are in the slab: a whole round sees them. One that
+        // skips what was walked after its run may skip one: they stay left for the arrivals'
+        // pass.
+        if !after_its_run {
+            let mut left = std::mem::take(&mut slab.arrived);
+            left.clear();
+            keep_spare(&mut slab.arrived, left);
+        }
         for column in &mut slab.columns {
-            column.begin_round();
+            column.begin_round(after_its_run);
         }
         slab.walking = Some(slab.latest);
     }
@@ -669,8 +675,9 @@ impl Registry {
             }
             checked = Some(walking);
             slab.walking = None;
+            // A later run came during the walk, and marked where it came.
             if slab.latest > walking {
-                Self::begin_round(slab);
+                Self::begin_round(slab, true);
             }
         }
         (false, checked)
