@@ -14,6 +14,15 @@ use ffi_pump::Pump;
 
 static RELEASE: AtomicBool = AtomicBool::new(false);
 
+/// A waker that counts its wakes.
+struct Count(std::sync::atomic::AtomicU64);
+
+impl std::task::Wake for Count {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
 fn spin(ms: u64) {
     let spun = Instant::now();
     while spun.elapsed() < Duration::from_millis(ms) {
@@ -314,14 +323,8 @@ fn arrivals_left_by_the_budget_end_without_a_run() {
 fn a_turn_returns_after_every_wait_its_round_ended_was_woken() {
     use std::future::Future;
     use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
-    use std::task::{Context, Wake, Waker};
+    use std::task::{Context, Waker};
 
-    struct Count(AtomicU64);
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, SeqCst);
-        }
-    }
     const WAITS: u64 = 2_000;
     let runs = Arc::new(AtomicU64::new(0));
     let counted = runs.clone();
@@ -423,14 +426,8 @@ fn kicks_faster_than_a_round_starve_no_wait_on_the_loops_thread() {
 fn a_turn_under_kicks_returns_after_every_wait_its_run_made_hold_was_woken() {
     use std::future::Future;
     use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
-    use std::task::{Context, Wake, Waker};
+    use std::task::{Context, Waker};
 
-    struct Count(AtomicU64);
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, SeqCst);
-        }
-    }
     fn spin_us(us: u64) {
         let spun = Instant::now();
         while spun.elapsed() < Duration::from_micros(us) {
