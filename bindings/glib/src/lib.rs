@@ -136,10 +136,11 @@ impl Sources {
     }
 
     /// A source that fires once, when `fd` becomes readable (a GLib unix-fd source); the request
-    /// ends when it fired, as [`after`](Sources::after)'s does. The descriptor must stay open
-    /// until then (a closed one never fires). One the kernel cannot poll (a regular file,
-    /// `/dev/null`), which GLib's own `poll()` finds ready at once, never fires here: the pump's
-    /// set does not take it.
+    /// ends when it fired, as [`after`](Sources::after)'s does. What GLib's own loop would tell
+    /// it, it is told: a descriptor the pump's set does not take — one the kernel cannot wait
+    /// for (a regular file, `/dev/null`), or a closed number — is polled with GLib's `g_poll`
+    /// at every iteration instead, so the first fires at once with `G_IO_IN`, the second with
+    /// `G_IO_NVAL`.
     pub fn readable(&self, fd: RawFd) -> Request<Fired> {
         self.attach(move |mut fire| {
             let callback = move |_, why: IOCondition| {

@@ -3,6 +3,8 @@
 //! watched in the pump's [`Descriptors`] set, and its timeout is the loop's deadline.
 #![allow(unsafe_code)]
 
+use std::collections::HashSet;
+use std::os::fd::RawFd;
 use std::os::raw::c_int;
 use std::time::{Duration, Instant};
 
@@ -20,6 +22,9 @@ pub(crate) struct PolledContext {
     fds: Vec<GPollFD>,
     /// The priority the last prepare found, while its iteration waits for its check.
     prepared: Option<c_int>,
+    /// The records (by index) whose descriptor the set refused — a regular file, a closed
+    /// number — polled with GLib's own `g_poll` instead, as GLib's loop would poll them.
+    refused: Vec<usize>,
 }
 
 impl PolledContext {
@@ -34,6 +39,7 @@ impl PolledContext {
             descriptors,
             fds: Vec::new(),
             prepared: None,
+            refused: Vec::new(),
         })
     }
 
@@ -93,6 +99,12 @@ impl PolledContext {
         }
         self.prepared = Some(max_priority);
         self.watch_what_glib_polls();
+        // What the set cannot wait for and `poll()` finds ready (a regular file, `G_IO_NVAL`
+        // for a closed number) is checked at once, as GLib's own loop would.
+        let timeout = match self.poll_refused() {
+            true => 0,
+            false => timeout,
+        };
         let deadline = u64::try_from(timeout)
             .ok()
             .map(|ms| Instant::now() + Duration::from_millis(ms));
@@ -111,17 +123,48 @@ impl PolledContext {
                 record.revents |= revents & (record.events | ALWAYS_REPORTED);
             }
         }
+        self.poll_refused();
     }
 
-    /// Makes the set watch exactly what the last query asked for. A descriptor the kernel
-    /// refuses (a regular file) stays out of the set; GLib's sources here poll sockets and its
-    /// own wake-up only.
+    /// Polls the records the set refused, without waiting, with GLib's `g_poll`: their
+    /// `revents` as GLib's loop would have them. Whether any is ready.
+    fn poll_refused(&mut self) -> bool {
+        if self.refused.is_empty() {
+            return false;
+        }
+        let mut records: Vec<GPollFD> = (self.refused.iter())
+            .map(|&at| GPollFD {
+                revents: 0,
+                ..self.fds[at]
+            })
+            .collect();
+        let n = u32::try_from(records.len()).unwrap_or(u32::MAX);
+        // SAFETY: `records` holds `n` initialised records, which `g_poll` (GLib's `poll()`)
+        // only reads and writes `revents` of; a timeout of 0 returns at once.
+        unsafe { ffi::g_poll(records.as_mut_ptr(), n, 0) };
+        for (&at, polled) in self.refused.iter().zip(&records) {
+            self.fds[at].revents = polled.revents;
+        }
+        records.iter().any(|record| record.revents != 0)
+    }
+
+    /// Makes the set watch exactly what the last query asked for. A descriptor the set refuses
+    /// (a regular file, a closed number) stays out of it, and is polled instead.
     fn watch_what_glib_polls(&mut self) {
-        let _ = self.descriptors.watch_only(
+        self.refused.clear();
+        let watched = self.descriptors.watch_only(
             self.fds
                 .iter()
                 .map(|record| (record.fd, Interest::from_poll_events(record.events as i16))),
         );
+        if watched.is_ok() {
+            return;
+        }
+        let held: HashSet<RawFd> = (self.descriptors.watched().into_iter())
+            .map(|(_, fd, _)| fd)
+            .collect();
+        let fds = &self.fds;
+        (self.refused).extend((0..fds.len()).filter(|&at| !held.contains(&fds[at].fd)));
     }
 
     /// The context.

@@ -262,3 +262,26 @@ fn a_source_of_the_callers_dropped_after_sources_finds_the_context_gone_cleanly(
         drop(mine);
     }
 }
+
+/// What GLib's own loop tells a watch on a descriptor the kernel cannot wait for, it is told
+/// here: a regular file is readable at once (`G_IO_IN`), a closed number is `G_IO_NVAL`. Both
+/// never fired before: the pump's set refused them, and nothing else looked.
+#[test]
+fn a_watch_on_what_the_kernel_cannot_wait_for_fires_as_glibs_poll_says() {
+    let sources = Sources::new().expect("pump thread");
+    let path = std::env::temp_dir().join(format!("ffi-pump-glib-{}", std::process::id()));
+    let file = std::fs::File::create(&path).expect("a regular file");
+    // A number no descriptor of this process can hold (past any `RLIMIT_NOFILE`).
+    let closed = i32::MAX - 1;
+    smol::block_on(async {
+        let fired = sources.readable(file.as_raw_fd()).timeout(HANG).await;
+        let fired = fired.expect("the file's watch fired");
+        assert!(fired.condition.contains(IOCondition::IN), "{fired:?}");
+        let fired = sources.readable(closed).timeout(HANG).await;
+        let fired = fired.expect("the closed number's watch fired");
+        assert!(fired.condition.contains(IOCondition::NVAL), "{fired:?}");
+    });
+    drop(file);
+    let _ = std::fs::remove_file(path);
+    assert_eq!(fires(&sources), 2);
+}
