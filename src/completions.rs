@@ -31,8 +31,12 @@ pub(crate) enum KeyState<V> {
 
 /// What a wait with a cancel hook found as it gave up ([`Table::abandon`]).
 pub(crate) enum GaveUp<V> {
-    /// The key is another wait's: left alone, and the hook is not this wait's to run.
+    /// Nothing for the hook to do: the close ran (or runs) it, or the wait never had the key
+    /// and a value completed before it is there for the next wait — the work finished.
     NotMine,
+    /// The wait never had the key, which another wait has: the hook runs, and leaves the key
+    /// alone (as the close runs it).
+    Others,
     /// The key had completed: nothing to cancel. Its value, taken out for nobody.
     Completed(V),
     /// The key is marked abandoned until the hook ran; the waker the wait had left there.
@@ -113,12 +117,13 @@ impl<K, V> Table<K, V> {
 
 impl<K: Eq + Hash + Clone, V> Table<K, V> {
     /// The wait on `key` gave up with a cancel hook. `owner`: the wait was pending on the key,
-    /// which is then its own; a wait that never got that far gives up only a key that is
-    /// nobody's, and one whose hook a close ran (or runs) nothing: the hook lets the key go.
-    /// What it finds is handed out, to be dropped by the caller outside the lock — unless
-    /// `held_back` (the key's `start` still runs, so a value completed for it is not the
-    /// wait's yet): then the value is dropped here, after the lock, and the key is marked as
-    /// answered after its wait gave up.
+    /// which is then its own; a wait that never got that far marks only a key that is nobody's
+    /// — one completed before it stays for the next wait, and one another wait has is left to
+    /// it — and one whose hook a close ran (or runs) nothing: the hook lets the key go. What it
+    /// finds is handed out, to be dropped by the caller outside the lock — unless `held_back`
+    /// (the key's `start` still runs, so a value completed for it is not the wait's yet): then
+    /// the value is dropped here, after the lock, and the key is marked as answered after its
+    /// wait gave up.
     pub(crate) fn abandon(
         &self,
         key: &K,
@@ -127,9 +132,15 @@ impl<K: Eq + Hash + Clone, V> Table<K, V> {
         held_back: bool,
     ) -> GaveUp<V> {
         let mut keys = self.keys();
-        let nobodys = matches!(keys.get(key), None | Some(KeyState::Done(_)));
-        if (!owner && !nobodys) || claim.hook_took_it() {
+        if claim.hook_took_it() {
             return GaveUp::NotMine;
+        }
+        if !owner {
+            match keys.get(key) {
+                None => {}
+                Some(KeyState::Done(_)) => return GaveUp::NotMine,
+                Some(_) => return GaveUp::Others,
+            }
         }
         let previous = keys.insert(key.clone(), KeyState::Abandoned { answered: false });
         claim.set(Claim::MARKED);
@@ -190,10 +201,12 @@ impl<K: Eq + Hash + Clone, V> Table<K, V> {
     }
 
     /// The wait pending on `key` gave up without a cancel hook: takes its waker out, and leaves
-    /// a value completed for it to the next wait or [`Completions::take`].
-    pub(crate) fn leave(&self, key: &K) {
+    /// a value completed for it to the next wait or [`Completions::take`] — or, if `take`
+    /// (the wait timed out: a value that came wins over the deadline), returns it.
+    pub(crate) fn leave(&self, key: &K, take: bool) -> Option<V> {
         let mut keys = self.keys();
         match keys.remove(key) {
+            Some(KeyState::Claimed(value)) if take => return Some(value),
             Some(KeyState::Claimed(value)) => {
                 keys.insert(key.clone(), KeyState::Done(value));
             }
@@ -206,6 +219,7 @@ impl<K: Eq + Hash + Clone, V> Table<K, V> {
             }
             None => {}
         }
+        None
     }
 
     /// Wakes the wait pending on `key`, if any, to look again.

@@ -3,6 +3,7 @@
 mod common;
 
 use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -453,4 +454,117 @@ fn a_hook_given_after_the_first_poll_cancels_nothing_that_completed() {
         0,
         "its work finished: nothing to cancel"
     );
+}
+
+/// Counts the runs of a cancel hook.
+fn counted_cancel() -> (Arc<AtomicUsize>, impl FnOnce(&mut ()) + Send + 'static) {
+    let cancels = Arc::new(AtomicUsize::new(0));
+    let counted = cancels.clone();
+    (cancels, move |_: &mut ()| {
+        counted.fetch_add(1, SeqCst);
+    })
+}
+
+/// Runs what the loop's thread has queued (a dropped wait's hook among it).
+fn flush(handle: &ffi_pump::LoopHandle<()>) {
+    futures_lite::future::block_on(handle.call(|_| ())).expect("the loop's thread");
+}
+
+/// Found by a hostile probe: a wait with a cancel hook that never had its key destroyed a value
+/// completed before it — kept, by the table's promise, until a wait or `take` claims it — when
+/// it ended with its pump's close (polled or dropped) or was refused at a first poll inside its
+/// pump (5 of 5). Such a wait claims nothing: the value stays, and the hook does not run (the
+/// work finished).
+#[test]
+fn a_hooked_wait_that_never_had_its_key_leaves_a_value_completed_before_it() {
+    use futures_lite::future::{block_on, poll_once};
+    for poll_it in [true, false] {
+        let table = Completions::<u32, u32>::new();
+        let (pump, handle) = loop_pump();
+        table.complete(1, 5);
+        let (cancels, cancel) = counted_cancel();
+        let mut wait = pump.wait_key(&table, 1).on_cancel(&handle, cancel);
+        pump.close();
+        block_on(pump.closed()).expect("closed");
+        if poll_it {
+            assert_eq!(block_on(poll_once(&mut wait)), Some(Err(Error::Closed)));
+        }
+        drop(wait);
+        assert_eq!(table.take(&1), Some(5), "polled {poll_it}");
+        assert_eq!(cancels.load(SeqCst), 0, "polled {poll_it}");
+    }
+    let table = Completions::<u32, u32>::new();
+    let (pump, handle) = loop_pump();
+    table.complete(1, 5);
+    let (cancels, cancel) = counted_cancel();
+    let wait = pump.wait_key(&table, 1).on_cancel(&handle, cancel);
+    let inside = block_on(handle.call(move |_| block_on(poll_once(wait))));
+    assert_eq!(inside, Ok(Some(Err(Error::Reentrant))));
+    flush(&handle);
+    assert_eq!(table.take(&1), Some(5), "refused inside its pump");
+    assert_eq!(cancels.load(SeqCst), 0);
+}
+
+/// Found by the same probe: a hook given to a wait that had ended — with its value, or with
+/// `KeyInUse` — ran its cancel when the wait was dropped (5 of 5 each), against "not run when
+/// the wait gets its value, nor when it fails with `KeyInUse`".
+#[test]
+fn a_hook_given_to_an_ended_wait_never_runs() {
+    use futures_lite::future::{block_on, poll_once};
+    let table = Completions::<u32, u32>::new();
+    let (pump, handle) = loop_pump();
+    table.complete(1, 5);
+    let mut got = pump.wait_key(&table, 1);
+    assert_eq!(block_on(poll_once(&mut got)), Some(Ok(5)));
+    let (after_value, cancel) = counted_cancel();
+    drop(got.on_cancel(&handle, cancel));
+
+    let mut holder = pump.wait_key(&table, 2);
+    assert!(
+        block_on(poll_once(&mut holder)).is_none(),
+        "the holder has key 2"
+    );
+    let mut refused = pump.wait_key(&table, 2);
+    assert_eq!(
+        block_on(poll_once(&mut refused)),
+        Some(Err(Error::KeyInUse))
+    );
+    let (after_key_in_use, cancel) = counted_cancel();
+    let refused = refused.on_cancel(&handle, cancel);
+    drop(holder);
+    drop(refused);
+    flush(&handle);
+    assert_eq!(after_value.load(SeqCst), 0, "after its value");
+    assert_eq!(after_key_in_use.load(SeqCst), 0, "after `KeyInUse`");
+    // Key 1 is free: nothing marked it.
+    let mut next = pump.wait_key(&table, 1);
+    assert!(block_on(poll_once(&mut next)).is_none(), "key 1 free");
+}
+
+/// Found by the same probe: the hook of a wait never polled, whose key another wait has, ran
+/// when its pump closed but not when it was dropped (6 of 6): it cancels either way — its work
+/// is given up — and leaves the key to the other wait.
+#[test]
+fn a_dropped_wait_never_polled_cancels_and_leaves_another_waits_key_alone() {
+    use futures_lite::future::{block_on, poll_once};
+    for same_pump in [true, false] {
+        let table = Completions::<u32, u32>::new();
+        let ((a, a_loop), (b, _b_loop)) = (loop_pump(), loop_pump());
+        let other = if same_pump { &a } else { &b };
+        let mut holder = other.wait_key(&table, 1).timeout(common::HANG);
+        assert!(
+            block_on(poll_once(&mut holder)).is_none(),
+            "the holder has key 1"
+        );
+        let (cancels, cancel) = counted_cancel();
+        drop(a.wait_key(&table, 1).on_cancel(&a_loop, cancel));
+        flush(&a_loop);
+        assert_eq!(cancels.load(SeqCst), 1, "same pump {same_pump}");
+        assert_eq!(table.complete(1, 3), None);
+        assert_eq!(
+            block_on(holder),
+            Ok(3),
+            "same pump {same_pump}: the key stayed the holder's"
+        );
+    }
 }

@@ -110,7 +110,7 @@ where
         // gives up without it, and its cancel hook, which runs after `start`, finds the work
         // finished and cancels nothing.
         let held_back = (self.started.as_ref()).is_some_and(Started::is_running);
-        self.leave_as(held_back).map(Ok)
+        self.leave_as(held_back, true).map(Ok)
     }
 
     fn pump_id(&self) -> usize {
@@ -226,13 +226,14 @@ impl<K: Eq + Hash + Clone, V> Keyed<K, V> {
     /// key that completed before the wait gave up (the work finished: no hook runs), which a
     /// timeout hands over and a drop drops.
     fn leave(&mut self) -> Option<V> {
-        self.leave_as(false)
+        self.leave_as(false, false)
     }
 
     /// [`leave`](Keyed::leave); `held_back`: a value completed for the key is not the wait's
     /// (its `start` still runs): dropped, not returned, and the cancel hook goes as for a key
-    /// still pending.
-    fn leave_as(&mut self, held_back: bool) -> Option<V> {
+    /// still pending. `timed_out`: a value completed for the wait is returned also without a
+    /// cancel hook — it wins over the deadline.
+    fn leave_as(&mut self, held_back: bool, timed_out: bool) -> Option<V> {
         let waiting = matches!(self.state, State::Waiting { .. });
         self.state = State::Done;
         if let Some(mut hook) = self.on_cancel.take() {
@@ -253,15 +254,19 @@ impl<K: Eq + Hash + Clone, V> Keyed<K, V> {
                     drop(hook);
                     return Some(value);
                 }
+                // Its own work, which the hook undoes, and another wait's key, which it leaves.
+                GaveUp::Others => {
+                    let _ = hook.fire();
+                }
                 GaveUp::NotMine => {}
             }
             drop(hook);
             return None;
         }
-        if waiting {
-            self.table.leave(&self.key);
+        match waiting {
+            true => self.table.leave(&self.key, timed_out),
+            false => None,
         }
-        None
     }
 }
 
@@ -408,7 +413,11 @@ where
     /// further, like one in [`LoopHandle::post`]: the key is free again either way.
     ///
     /// Not run when the wait gets its value, nor when it fails with [`Error::KeyInUse`] (the key
-    /// is another wait's). Until the hook has run, a new wait on the key gets `KeyInUse` — but
+    /// is another wait's), nor when given to a wait that has ended already: `cancel` is then
+    /// dropped unrun. A wait that gives up before it had its key claims nothing: a value
+    /// completed before it stays in the table (and `cancel` does not run: the work finished);
+    /// a key another wait has is left to that wait, and `cancel` runs. Until the hook has run,
+    /// a new wait on the key gets `KeyInUse` — but
     /// for a hook that the pump's close holds: a wait that ends with the close lets go of its key
     /// at once, and its hook, run by the close, leaves the key alone.
     ///
@@ -459,6 +468,11 @@ where
             handle.pump_id() == keyed.core.id(),
             "`on_cancel` was given the `LoopHandle` of another pump than the one the wait waits on"
         );
+        // Ended already (its value, `KeyInUse`, its pump's close): it gives nothing up.
+        if matches!(keyed.state, State::Done) {
+            crate::unwind::drop_caught(cancel);
+            return self;
+        }
         let (table, key) = (keyed.table.clone(), keyed.key.clone());
         let claim = Arc::new(Claim::default());
         // Polled already: it is pending on the key (its hook comes late, but takes its key).
@@ -505,5 +519,38 @@ impl<K: Eq + Hash + Clone + fmt::Debug, V> fmt::Debug for WaitKey<K, V> {
         f.debug_struct("WaitKey")
             .field("key", &self.wait.wait().key)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::task::{Context, Poll, Waker};
+
+    use super::Wait;
+    use crate::{Backend, Completions, Pump};
+
+    /// Found by a hostile probe: a wait without a cancel hook whose key completed between its
+    /// last look and its deadline gave up with `TimedOut` and left the value in the table (89
+    /// of 89 such races), where one with a hook returned it: a value that came wins over the
+    /// deadline, for both.
+    #[test]
+    fn a_key_completed_before_the_deadline_was_seen_wins_over_it() {
+        let pump = Pump::new(|| {});
+        pump.spawn_on(Backend::Thread).expect("a thread");
+        let table = Completions::<u32, u32>::new();
+        let mut wait = pump.wait_key(&table, 1);
+        let keyed = wait.wait.wait_mut();
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(keyed.poll_wait(&mut cx).is_pending());
+        assert_eq!(table.complete(1, 5), None);
+        // What the timeout does once its deadline passed.
+        assert_eq!(keyed.cancel(), Some(Ok(5)));
+        assert_eq!(table.unclaimed(), 0);
+        // Dropped instead, the value stays in the table.
+        let mut wait = pump.wait_key(&table, 2);
+        assert_eq!(wait.wait.wait_mut().poll_wait(&mut cx), Poll::Pending);
+        assert_eq!(table.complete(2, 6), None);
+        drop(wait);
+        assert_eq!(table.take(&2), Some(6));
     }
 }
