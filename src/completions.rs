@@ -110,7 +110,8 @@ pub(crate) struct Table<K, V> {
 
 impl<K, V> Table<K, V> {
     pub(crate) fn keys(&self) -> MutexGuard<'_, HashMap<K, KeyState<V>>> {
-        // No user code runs under this lock: wakers are woken, and values dropped, after it.
+        // No user code runs under this lock but the key's own `Hash`, `Eq` and `Clone` (and the
+        // drop of a key it replaces): wakers are woken, and values dropped, after it.
         lock(&self.keys)
     }
 }
@@ -359,7 +360,9 @@ impl<K: Eq + Hash, V> Completions<K, V> {
 
     /// Records that `key` finished with `value`, and wakes the wait on `key` if there is one.
     ///
-    /// Call it from `run_once` (it never blocks on anything but a short internal lock). Without a
+    /// Call it from `run_once` (it never blocks on anything but a short internal lock, held while
+    /// keys are hashed, compared and cloned: a key type whose `Hash`, `Eq` or `Clone` is slow
+    /// holds up the table's other calls that long). Without a
     /// wait, the value is kept until one claims it; a value completed twice before it is claimed
     /// replaces the first, which is returned. If the wait on `key` gave up with a cancel hook
     /// ([`WaitKey::on_cancel`](crate::WaitKey::on_cancel)) that has not run yet, the value is
