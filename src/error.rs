@@ -32,10 +32,11 @@ pub enum Error {
     /// The pump was closed: [`Pump::close`](crate::Pump::close) was called, the last
     /// [`Pump`](crate::Pump) handle was dropped, or the task driving it was dropped.
     Closed,
-    /// `run_once` panicked (or the loop's state, or what `run_once` captured, panicked in its
-    /// `Drop`): the pump is poisoned and stopped. From
+    /// `run_once` panicked: the pump is poisoned and stopped. From
     /// [`Builder::build_with_state`](crate::Builder::build_with_state): its factory panicked, and
-    /// no pump was made.
+    /// no pump was made. (A panic in the `Drop` of the loop's state, or of what `run_once`
+    /// captured, comes after the pump closed: its waits end with [`Error::Closed`], and
+    /// [`Stats::panicked`](crate::Stats) says so.)
     Panicked,
     /// Nothing drives the pump: neither [`Pump::spawn`](crate::Pump::spawn) nor
     /// [`Pump::run`](crate::Pump::run) was called, so a wait would never finish.
@@ -89,7 +90,9 @@ impl fmt::Display for Error {
         match self {
             Error::TimedOut => f.write_str("timed out waiting for the C event loop"),
             Error::Closed => f.write_str("the pump is closed"),
-            Error::Panicked => f.write_str("the pump's run_once panicked; the pump is poisoned"),
+            Error::Panicked => f.write_str(
+                "the pump's run_once (or its loop's factory) panicked; the pump is poisoned",
+            ),
             Error::NotRunning => f.write_str(
                 "nothing drives the pump: call Pump::spawn() or spawn Pump::run() before waiting",
             ),

@@ -144,7 +144,8 @@ impl Pump {
     pub fn spawn(&self) -> Backend {
         let backend = Backend::detect();
         if let Err(err) = self.spawn_on(backend) {
-            // Only the thread backend can fail here; that failure has closed the pump.
+            // Only the thread backend can fail here; that failure has closed the pump (unless
+            // another driver drives it).
             debug_assert!(matches!(err, Error::ThreadSpawn(_)), "{err}");
         }
         backend
@@ -156,7 +157,7 @@ impl Pump {
     ///
     /// [`Error::BackendUnavailable`] if `backend` is not compiled in or (tokio) there is no current
     /// runtime; nothing is spawned then. [`Error::ThreadSpawn`] if [`Backend::Thread`] cannot
-    /// start its thread; the pump is closed then.
+    /// start its thread; the pump is closed then, unless another driver drives it.
     ///
     /// # Examples
     ///

@@ -352,7 +352,7 @@ fn a_turn_returns_after_every_wait_its_round_ended_was_woken() {
         assert!(wait.as_mut().poll(&mut cx).is_pending());
     }
     std::thread::sleep(Duration::from_millis(100));
-    futures_lite::future::block_on(pump.turn()).expect("a turn");
+    futures_lite::future::block_on(common::within("a turn", pump.turn())).expect("a turn");
     let when_it_returned = woken.0.load(SeqCst);
     pump.close();
     assert_eq!(
@@ -477,7 +477,7 @@ fn a_turn_under_kicks_returns_after_every_wait_its_run_made_hold_was_woken() {
         std::thread::sleep(Duration::from_millis(30));
         assert_eq!(woken.0.load(SeqCst), 0, "no condition held yet");
         published.store(1, SeqCst);
-        futures_lite::future::block_on(pump.turn()).expect("a turn");
+        futures_lite::future::block_on(common::within("a turn", pump.turn())).expect("a turn");
         let when_it_returned = woken.0.load(SeqCst);
         stop.store(true, SeqCst);
         kicks.join().expect("the kicks");

@@ -816,12 +816,15 @@ fn refused_threads_in_child() {
     let (pump, _loop) = Pump::builder()
         .build_with_state(|_| Ok(|| {}), |loop_, _| loop_())
         .expect("a pump thread starts");
-    let turned = futures_lite::future::block_on(pump.turn());
+    let turned = futures_lite::future::block_on(common::within("a turn", pump.turn()));
     assert_eq!(turned, Ok(()), "a turn with the pump thread started");
     let pump = Pump::new(|| {});
     pump.spawn_on(Backend::Thread)
         .expect("a pump thread starts");
-    assert_eq!(futures_lite::future::block_on(pump.turn()), Ok(()));
+    assert_eq!(
+        futures_lite::future::block_on(common::within("a turn", pump.turn())),
+        Ok(())
+    );
 }
 
 #[test]

@@ -274,7 +274,8 @@ fn wait_on_a_pump_nobody_drives_fails_fast() {
     assert_eq!(outcome, Err(Error::NotRunning));
     assert_eq!(pump.stats().pending_waits, 0);
     // A turn needs no driver: the caller runs the loop itself.
-    futures_lite::future::block_on(pump.turn()).expect("turn runs the loop");
+    futures_lite::future::block_on(common::within("a turn", pump.turn()))
+        .expect("turn runs the loop");
     assert_eq!(fx.stats().calls, 1);
 }
 

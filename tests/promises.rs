@@ -731,7 +731,9 @@ on_every_backend! {
                 }
             });
             let turning = pump.clone();
-            let turn = std::thread::spawn(move || futures_lite::future::block_on(turning.turn()));
+            let turn = std::thread::spawn(move || {
+                futures_lite::future::block_on(common::within("a turn", turning.turn()))
+            });
             has_entered.recv_timeout(HANG).expect("the turn's run started");
             pump.kick();
             // Time for the driver to take the kick while the run is under way (nothing to await:

@@ -4,6 +4,8 @@
 //! each test failed every run before its fix. Time bounds here are wide: a tick at 100 ms is
 //! told from one at once, not measured.
 
+mod common;
+
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -80,7 +82,7 @@ fn ticks_a_slow_turn_overran_are_skipped() {
     });
     std::thread::sleep(Duration::from_millis(250));
     slow.store(true, SeqCst);
-    block_on(pump.turn()).expect("a turn");
+    block_on(common::within("a turn", pump.turn())).expect("a turn");
     slow.store(false, SeqCst);
     waiter.join().expect("the waiter");
     pump.close();
@@ -166,7 +168,7 @@ fn kicks_made_while_a_run_goes_on_cost_one_more_run() {
             .expect("valid settings");
         pump.spawn_on(backend).expect("spawned");
         let turning = pump.clone();
-        let turner = std::thread::spawn(move || block_on(turning.turn()));
+        let turner = std::thread::spawn(move || block_on(common::within("a turn", turning.turn())));
         while !running.load(SeqCst) {
             std::thread::yield_now();
         }

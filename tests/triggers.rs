@@ -486,7 +486,7 @@ fn a_turn_returns_with_every_check_of_its_round_done_even_past_the_budget() {
         }
         done.iter()
             .for_each(|flag| flag.store(true, Ordering::SeqCst));
-        futures_lite::future::block_on(pump.turn()).expect("a turn");
+        futures_lite::future::block_on(common::within("a turn", pump.turn())).expect("a turn");
         for (id, wait) in waits.iter_mut().enumerate() {
             let polled = std::future::Future::poll(wait.as_mut(), &mut cx);
             assert!(

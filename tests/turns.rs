@@ -3,6 +3,8 @@
 //! lets go (what a check captured, dropped) does not wait for itself. Made deterministic by
 //! gates: points where one thread stops until the test lets it go on.
 
+mod common;
+
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
@@ -354,7 +356,7 @@ fn a_turn_returns_only_once_the_runs_arrivals_were_woken() {
     // first: left to come later, it could be the run whose pass the gate stops below, one the
     // turn does not count, and the turn then waits for its own run behind the stopped drop (1
     // run in 150 failed so).
-    futures_lite::future::block_on(pump.turn()).expect("a turn");
+    futures_lite::future::block_on(common::within("a turn", pump.turn())).expect("a turn");
     set_flag.store(true, SeqCst);
     check_gate.armed.store(true, SeqCst);
     let (_turn_woken, turn_waker) = counting();
