@@ -317,11 +317,11 @@ impl Builder {
     /// It applies only with [`run_on_readable`](Builder::run_on_readable), and where the pump's
     /// driver starts inside a tokio runtime's context ([`Backend::Tokio`], or [`Pump::run`]
     /// polled on tokio); a driver started outside any (on another executor, on
-    /// [`Backend::Thread`]) falls back to async-io's reactor. The context is what decides, not
-    /// who polls: a driver polled by another executor on a thread that entered a runtime
-    /// (`Runtime::enter`) watches through that runtime's reactor — it sees no readiness while
-    /// nothing drives that runtime, and fails with [`Error::Trigger`] if the runtime has no I/O
-    /// enabled. Settings it cannot apply are refused
+    /// [`Backend::Thread`](crate::Backend::Thread)) falls back to async-io's reactor. The
+    /// context is what decides, not who polls: a driver polled by another executor on a thread
+    /// that entered a runtime (`Runtime::enter`) watches through that runtime's reactor — it
+    /// sees no readiness while nothing drives that runtime, and fails with [`Error::Trigger`]
+    /// if the runtime has no I/O enabled. Settings it cannot apply are refused
     /// at build with [`Error::InvalidConfig`]: without `run_on_readable` (no descriptor to
     /// watch), and with the loop on its own thread (that thread watches through async-io). Readiness stays level-triggered: tokio's
     /// readiness is an edge it keeps until cleared, so the pump asks the kernel before trusting
