@@ -321,11 +321,11 @@ impl Builder {
     /// context is what decides, not who polls: a driver polled by another executor on a thread
     /// that entered a runtime (`Runtime::enter`) watches through that runtime's reactor — it
     /// sees no readiness while nothing drives that runtime, and fails with [`Error::Trigger`]
-    /// if the runtime has no I/O enabled. Settings it cannot apply are refused
-    /// at build with [`Error::InvalidConfig`]: without `run_on_readable` (no descriptor to
-    /// watch), and with the loop on its own thread (that thread watches through async-io). Readiness stays level-triggered: tokio's
-    /// readiness is an edge it keeps until cleared, so the pump asks the kernel before trusting
-    /// it.
+    /// if the runtime has no I/O enabled. Settings it cannot apply are refused at build with
+    /// [`Error::InvalidConfig`]: without `run_on_readable` (no descriptor to watch), and with the
+    /// loop on its own thread (that thread watches through async-io). Readiness stays
+    /// level-triggered: tokio's readiness is an edge it keeps until cleared, so the pump asks
+    /// the kernel before trusting it.
     ///
     /// # Errors
     ///
