@@ -140,7 +140,11 @@ impl<K: Eq + Hash + Clone, V> Table<K, V> {
             match keys.get(key) {
                 None => {}
                 Some(KeyState::Done(_)) => return GaveUp::NotMine,
-                Some(_) => return GaveUp::Others,
+                // The hook, when it runs, leaves the key alone whatever became of it by then.
+                Some(_) => {
+                    claim.set(Claim::LET_GO);
+                    return GaveUp::Others;
+                }
             }
         }
         let previous = keys.insert(key.clone(), KeyState::Abandoned { answered: false });

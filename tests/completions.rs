@@ -568,3 +568,70 @@ fn a_dropped_wait_never_polled_cancels_and_leaves_another_waits_key_alone() {
         );
     }
 }
+
+/// Blocks the loop's thread until the returned sender sends (or [`common::HANG`] passes).
+fn block_loop(handle: &ffi_pump::LoopHandle<()>) -> std::sync::mpsc::Sender<()> {
+    let (entered, enter) = std::sync::mpsc::channel();
+    let (go, gate) = std::sync::mpsc::channel::<()>();
+    handle
+        .post(move |_| {
+            let _ = entered.send(());
+            let _ = gate.recv_timeout(common::HANG);
+        })
+        .expect("posted");
+    enter
+        .recv_timeout(common::HANG)
+        .expect("the loop's thread is blocked");
+    go
+}
+
+/// Found in review of the fix above: the hook of a wait dropped unpolled, whose key another wait
+/// had, looked at the key again when it ran — and skipped its cancel if that wait had left a
+/// value meanwhile, or marked the key (never its wait's) abandoned while it cancelled, so that a
+/// new wait got `KeyInUse` and a value completed then was dropped (6 of 6 each). It now cancels
+/// and leaves the key alone whatever became of it.
+#[test]
+fn the_hook_of_a_wait_that_never_had_its_key_cancels_and_leaves_it_alone_when_it_runs() {
+    use futures_lite::future::{block_on, poll_once};
+    use std::sync::Mutex;
+    for holder_takes_its_value in [false, true] {
+        let table = Completions::<u32, u32>::new();
+        let (pump, handle) = loop_pump();
+        let mut holder = pump.wait_key(&table, 1).timeout(common::HANG);
+        assert!(
+            block_on(poll_once(&mut holder)).is_none(),
+            "the holder has key 1"
+        );
+        let go = block_loop(&handle);
+        let seen = Arc::new(Mutex::new(None));
+        let (observed, other_pump, other_table) = (seen.clone(), pump.clone(), table.clone());
+        drop(pump.wait_key(&table, 1).on_cancel(&handle, move |_| {
+            // What another thread sees of key 1 while this cancel runs.
+            let look = std::thread::spawn(move || {
+                let mut next = other_pump.wait_key(&other_table, 1);
+                let polled = block_on(poll_once(&mut next));
+                drop(next);
+                (polled, other_table.complete(1, 9))
+            });
+            *observed.lock().expect("unpoisoned") = Some(look.join().expect("the look"));
+        }));
+        assert_eq!(table.complete(1, 3), None);
+        match holder_takes_its_value {
+            true => assert_eq!(block_on(holder), Ok(3)),
+            false => drop(holder), // its value stays in the table
+        }
+        go.send(()).expect("the loop's thread waits");
+        flush(&handle);
+        let looked = seen.lock().expect("unpoisoned").take();
+        let (polled, replaced) = looked.expect("the cancel ran");
+        let (case, kept) = (holder_takes_its_value, table.take(&1));
+        // A new wait on key 1 during the cancel takes the value the holder left, or waits.
+        let left_by_the_holder = (!holder_takes_its_value).then_some(Ok(3));
+        assert_eq!(polled, left_by_the_holder, "{case}: a new wait on key 1");
+        assert_eq!(
+            (replaced, kept),
+            (None, Some(9)),
+            "{case}: completed then, kept"
+        );
+    }
+}

@@ -149,7 +149,9 @@ impl PolledContext {
     }
 
     /// Makes the set watch exactly what the last query asked for. A descriptor the set refuses
-    /// (a regular file, a closed number) stays out of it, and is polled instead.
+    /// (a regular file, a closed number) stays out of it, and is polled instead; so is one
+    /// listed for no events, which the set keeps out of the kernel, where `poll()` still says
+    /// `G_IO_HUP`, `G_IO_ERR` or `G_IO_NVAL` (polled at each iteration: it does not wake one).
     fn watch_what_glib_polls(&mut self) {
         self.refused.clear();
         let watched = self.descriptors.watch_only(
@@ -157,14 +159,16 @@ impl PolledContext {
                 .iter()
                 .map(|record| (record.fd, Interest::from_poll_events(record.events as i16))),
         );
-        if watched.is_ok() {
-            return;
-        }
-        let held: HashSet<RawFd> = (self.descriptors.watched().into_iter())
-            .map(|(_, fd, _)| fd)
-            .collect();
+        let held: HashSet<RawFd> = match watched {
+            Ok(()) => HashSet::new(),
+            Err(_) => (self.descriptors.watched().into_iter())
+                .map(|(_, fd, _)| fd)
+                .collect(),
+        };
         let fds = &self.fds;
-        (self.refused).extend((0..fds.len()).filter(|&at| !held.contains(&fds[at].fd)));
+        (self.refused).extend((0..fds.len()).filter(|&at| {
+            fds[at].events == 0 || (watched.is_err() && !held.contains(&fds[at].fd))
+        }));
     }
 
     /// The context.

@@ -285,3 +285,34 @@ fn a_watch_on_what_the_kernel_cannot_wait_for_fires_as_glibs_poll_says() {
     let _ = std::fs::remove_file(path);
     assert_eq!(fires(&sources), 2);
 }
+
+/// Found in review of the fix above: a record GLib lists for no events (a paused unix-fd
+/// watch), which its own `poll()` still reports hung up or closed, never fired: the set keeps
+/// such a registration out of the kernel, and it was not polled either. It is polled now.
+#[test]
+fn a_watch_for_no_events_is_told_a_hang_up_or_a_closed_number_as_glibs_poll_says() {
+    let sources = Sources::new().expect("pump thread");
+    let (mine, peer) = UnixStream::pair().expect("socket pair");
+    drop(peer);
+    for (fd, expected) in [
+        (mine.as_raw_fd(), IOCondition::HUP),
+        (i32::MAX - 1, IOCondition::NVAL),
+    ] {
+        let (told, dispatched) = std::sync::mpsc::channel();
+        let source = glib_unix::fd_source_new(
+            fd,
+            IOCondition::empty(),
+            None,
+            glib::Priority::DEFAULT,
+            move |_, why| {
+                let _ = told.send(why);
+                ControlFlow::Break
+            },
+        );
+        source.attach(Some(sources.context()));
+        let why = dispatched.recv_timeout(HANG);
+        source.destroy();
+        let why = why.unwrap_or_else(|_| panic!("fd {fd}: never dispatched"));
+        assert!(why.contains(expected), "fd {fd}: {why:?}");
+    }
+}
