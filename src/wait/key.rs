@@ -417,9 +417,9 @@ where
     /// dropped unrun. A wait that gives up before it had its key claims nothing: a value
     /// completed before it stays in the table (and `cancel` does not run: the work finished);
     /// a key another wait has is left to that wait, and `cancel` runs. Until the hook has run,
-    /// a new wait on the key gets `KeyInUse` — but
-    /// for a hook that the pump's close holds: a wait that ends with the close lets go of its key
-    /// at once, and its hook, run by the close, leaves the key alone.
+    /// a new wait on the key gets `KeyInUse` — but for a hook that the pump's close holds: a
+    /// wait that ends with the close lets go of its key at once, and its hook, run by the
+    /// close, leaves the key alone.
     ///
     /// If the pump is closed already, `cancel` is dropped unrun (the work it would undo was
     /// never started: [`LoopHandle::submit`] drops `start` then too).
