@@ -278,8 +278,9 @@ impl<'a> LoopGuard<'a> {
             };
             if let Ok(Some(next)) = outcome {
                 core.next.set(next);
-                // A new round of checks. A request to go on with the last one may still be set:
-                // it then finds the round done, at the cost of a look per column.
+                // A new round of checks, begun now or once the one under way is walked through.
+                // A request to go on with the last one may still be set: it then finds nothing
+                // left of it.
                 let budget = core.config.check_budget;
                 let walked = core.registry.evaluate(budget, round, woken, removed);
                 if let Some(checked) = walked.checked {

@@ -22,8 +22,9 @@ pub(crate) struct PolledContext {
     fds: Vec<GPollFD>,
     /// The priority the last prepare found, while its iteration waits for its check.
     prepared: Option<c_int>,
-    /// The records (by index) whose descriptor the set refused — a regular file, a closed
-    /// number — polled with GLib's own `g_poll` instead, as GLib's loop would poll them.
+    /// The records (by index) the set does not wait for — its descriptor refused (a regular
+    /// file, a closed number), or listed for no events — polled with GLib's own `g_poll`
+    /// instead, as GLib's loop would poll them.
     refused: Vec<usize>,
 }
 
@@ -159,16 +160,18 @@ impl PolledContext {
                 .iter()
                 .map(|record| (record.fd, Interest::from_poll_events(record.events as i16))),
         );
-        let held: HashSet<RawFd> = match watched {
-            Ok(()) => HashSet::new(),
-            Err(_) => (self.descriptors.watched().into_iter())
+        // Asked of the set only when it refused one: which descriptors it holds.
+        let held: Option<HashSet<RawFd>> = watched.is_err().then(|| {
+            (self.descriptors.watched().into_iter())
                 .map(|(_, fd, _)| fd)
-                .collect(),
-        };
+                .collect()
+        });
         let fds = &self.fds;
-        (self.refused).extend((0..fds.len()).filter(|&at| {
-            fds[at].events == 0 || (watched.is_err() && !held.contains(&fds[at].fd))
-        }));
+        let refused = |at: &usize| {
+            held.as_ref()
+                .is_some_and(|held| !held.contains(&fds[*at].fd))
+        };
+        (self.refused).extend((0..fds.len()).filter(|at| fds[*at].events == 0 || refused(at)));
     }
 
     /// The context.
