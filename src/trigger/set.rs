@@ -47,9 +47,11 @@ use super::ready::{Interest, RawDescriptor, Ready};
 /// open file is not the one watched. If not — closed, or taken by a new file — nothing is
 /// handed for it, its registrations are let go of as if unwatched, and the set moves the others
 /// to a new kernel instance, leaving the old file behind: the pump does not spin, and a new file
-/// under the number is watched only when the library watches it (then as the new file). On
-/// kqueue and event ports a descriptor's events go with its close, and watching the number
-/// again registers the file it names now.
+/// under the number is watched only when the library watches it (then as the new file). The
+/// new instance takes none of the numbers the library has watched, so a number it closed stays
+/// closed for it: listed again, it is refused (`EBADF`), and the library's own `poll()` of it
+/// says `POLLNVAL`. On kqueue and event ports a descriptor's events go with its close, and
+/// watching the number again registers the file it names now.
 ///
 /// # Platforms
 ///
@@ -138,6 +140,10 @@ struct Table {
     /// so that a change of the number's entry reaches that file's and the kernel takes it.
     /// Their changes look at the file first, as where the kernel does not check it.
     suspect: HashSet<RawDescriptor>,
+    /// The highest number the library has asked to watch: a new inner instance takes none at
+    /// or below it (see [`Descriptors::move_to_new_instance`]).
+    #[cfg(unix)]
+    highest: RawDescriptor,
 }
 
 #[derive(Clone, Copy)]
@@ -260,6 +266,8 @@ impl Descriptors {
                     next_key: 0,
                     leftover: false,
                     suspect: HashSet::new(),
+                    #[cfg(unix)]
+                    highest: -1,
                 }),
             }),
         })
@@ -332,6 +340,10 @@ impl Descriptors {
         force: bool,
     ) -> io::Result<()> {
         check(fd)?;
+        #[cfg(unix)]
+        {
+            table.highest = table.highest.max(fd);
+        }
         // The number was closed and names a new file: what was watched under it is gone (the
         // library closed without unwatching), and the new file is watched as new. Where the
         // kernel refuses to change an entry for another file, a change tells that below (a
@@ -629,7 +641,7 @@ impl Descriptors {
     /// of a descriptor closed while watched (see "The library's part").
     #[cfg(unix)]
     fn move_to_new_instance(&self, table: &mut Table) -> io::Result<()> {
-        let instance = Instance::new()?;
+        let instance = self.instance_above(table.highest)?;
         // A number that no longer names its file (asked of the old instance) is let go of, not
         // handed to the new one as the file it names now.
         let gone: Vec<RawDescriptor> = (table.fds.iter())
@@ -678,6 +690,26 @@ impl Descriptors {
         // Nothing of the old instance is left to come back.
         table.suspect.clear();
         Ok(())
+    }
+
+    /// A new inner instance whose descriptors take no number up to `highest`. The kernel hands
+    /// out the lowest free number, and the move follows a number the library closed while
+    /// watched: a library that lists it again (GLib's query lists what its sources hold) must
+    /// find it closed, as `poll()` would (`POLLNVAL`), not find the set's own instance under it,
+    /// which looks ready whenever a registration is (a probe saw a GLib watch on a closed
+    /// number told `G_IO_IN`). The free numbers up to `highest` are held meanwhile by
+    /// duplicates, which never take an open number.
+    #[cfg(unix)]
+    fn instance_above(&self, highest: RawDescriptor) -> io::Result<Instance> {
+        let mut held = Vec::new();
+        // Out of descriptors, it stops holding: the instance takes a low number, as before.
+        while let Ok(duplicate) = rustix::io::fcntl_dupfd_cloexec(self.inner.outer.as_fd(), 0) {
+            if std::os::fd::AsRawFd::as_raw_fd(&duplicate) > highest {
+                break;
+            }
+            held.push(duplicate);
+        }
+        Instance::new()
     }
 
     /// Takes `token` off `fd`'s list (the registration itself is gone or moved), and the
