@@ -493,7 +493,8 @@ impl Pump {
     /// # Errors
     ///
     /// [`Error::Reentrant`] when awaited from inside the pump (its `run_once`, a check, a call
-    /// on its loop's thread), where it would wait for itself.
+    /// on its loop's thread, the `Drop` of the loop's state, of `run_once` or of what a check
+    /// captured as the close drops it), where it would wait for itself.
     ///
     /// # Examples
     ///

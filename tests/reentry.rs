@@ -7,7 +7,7 @@ mod common;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, OnceLock};
 use std::time::Duration;
 
 use ffi_pump::{Call, Completions, Emitter, Error, LoopHandle, Pump, Subscription};
@@ -168,4 +168,81 @@ fn values_emitted_after_a_stream_ended_with_the_close_are_handed_back() {
     assert_eq!(emitter.emit(2), Err(2), "nobody will take it");
     assert!(!emitter.is_open());
     assert_eq!(block_on(values.next()), None);
+}
+
+/// What a wait's check captured: as it is dropped, it waits for its pump's close, and says how
+/// that wait ended.
+struct AwaitsTheClose {
+    pump: Arc<OnceLock<Pump>>,
+    ended: mpsc::Sender<Result<(), Error>>,
+}
+
+impl Drop for AwaitsTheClose {
+    fn drop(&mut self) {
+        if let Some(pump) = self.pump.get() {
+            let _ = self.ended.send(block_on(pump.closed()));
+        }
+    }
+}
+
+/// A wait whose check holds an [`AwaitsTheClose`], polled once, so its check is in the
+/// pump's registry; and where the capture's drop says how its wait for the close ended.
+fn a_wait_whose_capture_awaits_the_close(
+    pump: &Pump,
+) -> (
+    impl Future<Output = Result<(), Error>>,
+    mpsc::Receiver<Result<(), Error>>,
+) {
+    let (ended, said) = mpsc::channel();
+    let me = Arc::new(OnceLock::new());
+    let _ = me.set(pump.clone());
+    let capture = AwaitsTheClose { pump: me, ended };
+    let mut wait = Box::pin(pump.wait_until(move || {
+        let _ = &capture;
+        false
+    }));
+    assert!(block_on(poll_once(&mut wait)).is_none(), "pending");
+    (wait, said)
+}
+
+/// Found by a hostile probe (10 of 10): `close()` dropped the check's capture on its own thread,
+/// and the capture's `Drop` waited for `closed()`, which waits for that very drop: the close
+/// never returned. It is refused now, as in the loop's own `Drop`.
+#[test]
+fn a_check_capture_awaiting_the_close_as_the_close_drops_it_is_refused() {
+    let pump = Pump::new(|| {});
+    pump.spawn();
+    let (wait, said) = a_wait_whose_capture_awaits_the_close(&pump);
+    let closing = pump.clone();
+    let closer = std::thread::spawn(move || closing.close());
+    let ended = said.recv_timeout(common::HANG).expect("the close hung");
+    assert_eq!(ended, Err(Error::Reentrant));
+    closer.join().expect("close returned");
+    block_on(common::within("closed()", pump.closed())).expect("closed");
+    assert_eq!(block_on(wait), Err(Error::Closed));
+}
+
+/// The same capture dropped on the driver's thread, by a close that `run_once` made (8 of 10
+/// hung the driver, and `closed()` with it).
+#[test]
+fn a_check_capture_awaiting_the_close_that_run_once_made_is_refused() {
+    let (me, close_now) = (
+        Arc::new(OnceLock::<Pump>::new()),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let (closing, now) = (me.clone(), close_now.clone());
+    let pump = Pump::new(move || {
+        if now.load(SeqCst) {
+            closing.get().expect("set").close();
+        }
+    });
+    let _ = me.set(pump.clone());
+    pump.spawn();
+    let (wait, said) = a_wait_whose_capture_awaits_the_close(&pump);
+    close_now.store(true, SeqCst);
+    pump.kick();
+    let ended = said.recv_timeout(common::HANG).expect("the driver hung");
+    assert_eq!(ended, Err(Error::Reentrant));
+    block_on(common::within("closed()", pump.closed())).expect("closed");
+    assert_eq!(block_on(wait), Err(Error::Closed));
 }

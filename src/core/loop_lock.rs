@@ -423,7 +423,7 @@ fn evaluate_arrivals_fenced(core: &Core, mut later: Option<&mut Vec<Buffers>>) {
     loop {
         match core.registry.left_to_do() {
             LeftToDo::Nothing => return,
-            LeftToDo::Abandon => return core.registry.abandon(),
+            LeftToDo::Abandon => return core.registry.abandon(core.id()),
             LeftToDo::Evaluate if left_to_driver => return,
             LeftToDo::Evaluate => {}
         }
@@ -507,7 +507,7 @@ mod loom_models {
                 let core = core.clone();
                 loom::thread::spawn(move || {
                     if core.demand.is_idle() {
-                        core.registry.sweep();
+                        core.registry.sweep(core.id());
                     }
                 })
             };

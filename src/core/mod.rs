@@ -163,7 +163,7 @@ impl Core {
         if reentry::is_inside(self.id()) {
             self.registry.abandon_later();
         } else {
-            self.registry.abandon();
+            self.registry.abandon(self.id());
         }
         self.close.tell_hooks();
         self.rounds.announce();

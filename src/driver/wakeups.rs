@@ -144,7 +144,7 @@ impl<'a> Wakeups<'a> {
                 return Step::Check;
             }
             if core.demand.take_sweep() {
-                core.registry.sweep();
+                core.registry.sweep(core.id());
                 continue;
             }
             if core.demand.has_work() {
@@ -162,7 +162,7 @@ impl<'a> Wakeups<'a> {
             let mut armed_for = None;
             if idle {
                 self.ticking = false;
-                core.registry.sweep();
+                core.registry.sweep(core.id());
             } else {
                 let next = core.next.get();
                 armed_for = Some(next);

@@ -841,7 +841,7 @@ impl Registry {
     /// wait itself) to evaluate. Admitting it here would clear [`ARRIVED`] without evaluating
     /// it, and a wait that counted itself just after the driver found the pump idle, while
     /// another check held the lock, would then wait for a run a hinted pump may never make.
-    pub(crate) fn sweep(&self) {
+    pub(crate) fn sweep(&self, pump: usize) {
         let mut removed = Vec::new();
         let mut slab = lock(&self.slab);
         let swept = slab.columns.iter_mut().map(|c| c.sweep()).sum();
@@ -858,7 +858,7 @@ impl Registry {
         // this sweep, which holds no loop lock whose guard would look.
         fence(SeqCst);
         if self.left_to_do() == LeftToDo::Abandon {
-            self.abandon();
+            self.abandon(pump);
         }
     }
 
@@ -870,7 +870,7 @@ impl Registry {
     /// slab is left to its holder, which looks at [`left_to_do`](Registry::left_to_do) once it
     /// let go — a pass as its loop lock's guard lets go, a sweep itself — and then finds the
     /// slab free; its waits end as the pass does, as they did when the close waited for it.
-    pub(crate) fn abandon(&self) {
+    pub(crate) fn abandon(&self, pump: usize) {
         // Counted before the flag is cleared below: `abandoned` never sees neither.
         self.abandoning.fetch_add(1, SeqCst);
         let mut removed: Vec<Removed> = Vec::new();
@@ -900,8 +900,14 @@ impl Registry {
         for waker in wakers {
             waker.wake();
         }
-        crate::unwind::drop_each_caught(arrived);
-        drop_removed(removed);
+        {
+            // Inside the pump (`pump` is its id), as its loop's drop is: a capture's `Drop` that waits
+            // for the close — `closed()`, which waits for this very abandon, or a turn — is
+            // refused, not deadlocked (a probe hung `close()` so, 10 of 10).
+            let _inside = crate::reentry::Inside::enter(pump);
+            crate::unwind::drop_each_caught(arrived);
+            drop_removed(removed);
+        }
         self.abandoning.fetch_sub(1, SeqCst);
         self.abandon_ended.notify(usize::MAX);
     }
@@ -1152,7 +1158,7 @@ mod tests {
         let registry = Registry::default();
         registry.marked.store(2 * super::SWEEP_AT, SeqCst);
         assert!(registry.sweep_due(0));
-        registry.sweep();
+        registry.sweep(0);
         assert!(
             !registry.sweep_due(0),
             "nothing it could take out came since"
@@ -1172,7 +1178,7 @@ mod tests {
     fn marks_a_pass_took_out_no_longer_hold_off_a_sweep() {
         let registry = Registry::default();
         registry.marked.store(4 * super::SWEEP_AT, SeqCst);
-        registry.sweep(); // nothing in the slab: all four thousand are left to a pass
+        registry.sweep(0); // nothing in the slab: all four thousand are left to a pass
         registry.unmark(4 * super::SWEEP_AT); // which takes them out
         registry.marked.fetch_add(super::SWEEP_AT, SeqCst);
         assert!(registry.sweep_due(0), "due for the new marks");
@@ -1236,7 +1242,7 @@ mod tests {
         let checked = checks.load(SeqCst);
         assert!(checked < 100, "the budget cut the walk short");
         old.store(true, SeqCst);
-        registry.sweep();
+        registry.sweep(0);
         arrive(10, &new);
         let left = registry.evaluate_rest(Duration::from_secs(1), &mut Vec::new(), &mut Vec::new());
         assert!(!left.arrivals && !left.round, "{left:?}");
