@@ -44,7 +44,8 @@ pub enum Schedule {
 pub struct Counters {
     /// `run_once` calls.
     pub runs: AtomicU64,
-    /// `Tcl_DoOneEvent` calls that serviced an event.
+    /// `Tcl_DoOneEvent` calls of the binding's runs that serviced an event (not those a script
+    /// makes, with `update` or `vwait`).
     pub events: AtomicU64,
     /// Runs that found another run in progress.
     pub overlaps: AtomicU64,
@@ -274,9 +275,10 @@ impl Tcl {
 
     /// Evaluates `script` in the interpreter: its result, or its error message.
     ///
-    /// Tcl does not say when its own timers are due, so the pump wakes for those made through
-    /// [`sleep`](Tcl::sleep) only: an `after` the script creates runs at the next run the pump
-    /// makes for another reason (a sleep, an eval). `exit` ends the process, as in any Tcl.
+    /// Tcl does not say when its own timers are due, nor which files its handlers wait on, so
+    /// the pump wakes for the timers made through [`sleep`](Tcl::sleep) only: an `after` or a
+    /// `fileevent` handler the script creates runs at the next run the pump makes for another
+    /// reason (a sleep, an eval). `exit` ends the process, as in any Tcl.
     pub async fn eval(&self, script: &str) -> Result<Result<String, String>, Error> {
         let script = script.to_string();
         self.interp.call(move |state| state.eval(&script)).await
