@@ -1,7 +1,7 @@
 //! The descriptor set's kernel side on Linux and Android: epoll, through rustix.
 
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 use rustix::event::epoll::{self, EventData, EventFlags};
 
@@ -62,6 +62,18 @@ impl Instance {
 
     pub(super) fn new() -> io::Result<Instance> {
         Ok(Instance(epoll::create(epoll::CreateFlags::CLOEXEC)?))
+    }
+
+    /// A new instance under a number above `highest`, where there is room above it.
+    pub(super) fn new_above(highest: RawFd) -> io::Result<Instance> {
+        let instance = epoll::create(epoll::CreateFlags::CLOEXEC)?;
+        if instance.as_raw_fd() > highest {
+            return Ok(Instance(instance));
+        }
+        // No room above (`EINVAL` past the limit of open files, `EMFILE`): the number the
+        // kernel gave.
+        let above = rustix::io::fcntl_dupfd_cloexec(&instance, highest.saturating_add(1));
+        Ok(Instance(above.unwrap_or(instance)))
     }
 
     /// Adds or modifies the entry for `fd` (level-triggered). A modify is refused (`ENOENT`,

@@ -77,6 +77,26 @@ impl Instance {
         Ok(Instance(Poller::new()?))
     }
 
+    /// A new poller whose descriptors take no number up to `highest`, where there is room.
+    /// `polling` makes them itself (on Linux more than one): a first poller's duplicates hold
+    /// the free numbers up to `highest` while it makes a second one. Out of descriptors, they are let go of first, and
+    /// the second takes the lowest numbers, as the kernel gives them.
+    pub(super) fn new_above(highest: RawFd) -> io::Result<Instance> {
+        let first = Poller::new()?;
+        let mut held = Vec::new();
+        loop {
+            match rustix::io::fcntl_dupfd_cloexec(&first, 0) {
+                Ok(duplicate) if duplicate.as_raw_fd() <= highest => held.push(duplicate),
+                Ok(_) => break,
+                Err(_) => {
+                    held.clear();
+                    break;
+                }
+            }
+        }
+        Ok(Instance(Poller::new()?))
+    }
+
     /// Adds or modifies the entry for `fd` (level-triggered).
     #[allow(unsafe_code)]
     pub(super) fn control(

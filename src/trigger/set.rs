@@ -641,7 +641,12 @@ impl Descriptors {
     /// of a descriptor closed while watched (see "The library's part").
     #[cfg(unix)]
     fn move_to_new_instance(&self, table: &mut Table) -> io::Result<()> {
-        let instance = self.instance_above(table.highest)?;
+        // Above every number the library has watched: the kernel hands out the lowest free
+        // number, and a move follows one the library closed while watched. A library that lists
+        // it again (GLib's query lists what its sources hold) must find it closed, as `poll()`
+        // would (`POLLNVAL`), not the set's own instance under it, which looks ready whenever a
+        // registration is (a probe saw a GLib watch on a closed number told `G_IO_IN`).
+        let instance = Instance::new_above(table.highest)?;
         // A number that no longer names its file (asked of the old instance) is let go of, not
         // handed to the new one as the file it names now.
         let gone: Vec<RawDescriptor> = (table.fds.iter())
@@ -690,26 +695,6 @@ impl Descriptors {
         // Nothing of the old instance is left to come back.
         table.suspect.clear();
         Ok(())
-    }
-
-    /// A new inner instance whose descriptors take no number up to `highest`. The kernel hands
-    /// out the lowest free number, and the move follows a number the library closed while
-    /// watched: a library that lists it again (GLib's query lists what its sources hold) must
-    /// find it closed, as `poll()` would (`POLLNVAL`), not find the set's own instance under it,
-    /// which looks ready whenever a registration is (a probe saw a GLib watch on a closed
-    /// number told `G_IO_IN`). The free numbers up to `highest` are held meanwhile by
-    /// duplicates, which never take an open number.
-    #[cfg(unix)]
-    fn instance_above(&self, highest: RawDescriptor) -> io::Result<Instance> {
-        let mut held = Vec::new();
-        // Out of descriptors, it stops holding: the instance takes a low number, as before.
-        while let Ok(duplicate) = rustix::io::fcntl_dupfd_cloexec(self.inner.outer.as_fd(), 0) {
-            if std::os::fd::AsRawFd::as_raw_fd(&duplicate) > highest {
-                break;
-            }
-            held.push(duplicate);
-        }
-        Instance::new()
     }
 
     /// Takes `token` off `fd`'s list (the registration itself is gone or moved), and the
