@@ -75,6 +75,12 @@ pub struct Cell {
     /// [`Usage::steal`](crate::usage::Usage::steal)); `None` where the kernel does not report it.
     #[serde(default)]
     pub steal_ms: Option<f64>,
+    /// Minor page faults in the measured phase (see [`Usage`](crate::usage::Usage)).
+    #[serde(default)]
+    pub minor_faults: u64,
+    /// Context switches in the measured phase.
+    #[serde(default)]
+    pub context_switches: u64,
     /// How long the waits' polls took, where they were timed (`COMPARE_POLL_TIMES` set; see
     /// [`polls`](crate::polls)).
     #[serde(default)]

@@ -12,6 +12,10 @@ pub struct Usage {
     pub max_rss_kib: u64,
     /// Steal time of all CPUs since boot, if the kernel reports it.
     pub steal: Option<Duration>,
+    /// Page faults served without I/O (a page touched for the first time, zeroed).
+    pub minor_faults: u64,
+    /// Context switches, voluntary (a thread parked) and not.
+    pub context_switches: u64,
 }
 
 /// Reads this process's usage.
@@ -26,6 +30,8 @@ pub fn now() -> Usage {
         cpu: time(usage.ru_utime) + time(usage.ru_stime),
         max_rss_kib: usage.ru_maxrss as u64,
         steal: steal(),
+        minor_faults: usage.ru_minflt as u64,
+        context_switches: (usage.ru_nvcsw + usage.ru_nivcsw) as u64,
     }
 }
 

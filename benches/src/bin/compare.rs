@@ -158,6 +158,8 @@ fn cell(approach: Approach, n: u32) -> Cell {
         late_ticks: peers::late_ticks(),
         arming_late_us: armed.arming_late_us,
         arming_us: armed.arming_us,
+        minor_faults: finished.minor_faults - armed.usage.minor_faults,
+        context_switches: finished.context_switches - armed.usage.context_switches,
         steal_ms: finished
             .steal
             .zip(armed.usage.steal)
