@@ -672,3 +672,50 @@ fn a_wait_kept_unpolled_while_it_queued_for_the_loop_lock_holds_nothing_up() {
         drop(parked);
     });
 }
+
+/// A standby driver polled once, then kept but never polled again (a `run()` that lost a
+/// `select!`, a task on a runtime nobody drives any more), does not take the active driver's
+/// release with it: a standby that is driven takes over, and a wait pending before the active
+/// one went gets its runs. Found by a hostile probe of the drivers (10 of 10): the right to be
+/// active was an async mutex, which handed the release to the first standby queued, this one.
+#[test]
+fn a_driven_standby_takes_over_though_one_queued_before_it_is_never_polled_again() {
+    let runs = Arc::new(AtomicU64::new(0));
+    let counted = runs.clone();
+    let pump = Pump::builder()
+        .interval(Duration::from_millis(1))
+        .build(move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+        })
+        .expect("valid settings");
+    let active = smol::spawn(pump.run());
+    // A wait pending throughout: it needs runs from whoever drives the pump.
+    let target = Arc::new(AtomicU64::new(u64::MAX));
+    let waiter = std::thread::spawn({
+        let (pump, runs, target) = (pump.clone(), runs.clone(), target.clone());
+        move || {
+            let enough = move || runs.load(Ordering::SeqCst) >= target.load(Ordering::SeqCst);
+            futures_lite::future::block_on(pump.wait_until(enough).timeout(common::HANG))
+        }
+    });
+    futures_lite::future::block_on(async {
+        common::pending(&pump, 1).await;
+        // Ticks: the only driver is active.
+        common::eventually("ticks", || runs.load(Ordering::SeqCst) >= 3).await;
+    });
+    // Two standbys queue behind it: the first is never polled again.
+    let (mut unpolled, mut driven) = (Box::pin(pump.run()), Box::pin(pump.run()));
+    for standby in [&mut unpolled, &mut driven] {
+        let polled = futures_lite::future::poll_once(standby.as_mut());
+        assert!(
+            futures_lite::future::block_on(polled).is_none(),
+            "stands by"
+        );
+    }
+    let _driving = std::thread::spawn(move || futures_lite::future::block_on(driven));
+    futures_lite::future::block_on(active.cancel());
+    target.store(runs.load(Ordering::SeqCst) + 5, Ordering::SeqCst);
+    assert_eq!(waiter.join().expect("the waiter"), Ok(()));
+    drop(unpolled);
+    pump.close();
+}

@@ -4,9 +4,7 @@
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 
-use async_lock::{Mutex, MutexGuardArc};
-
-use crate::sync::AtomicUsize;
+use crate::sync::{fence, AtomicBool, AtomicUsize};
 
 /// [`Drivers::state`]: a driver has existed.
 const EVER: usize = 1;
@@ -22,17 +20,42 @@ const DRIVER: usize = 1 << 1;
 pub(crate) struct Drivers {
     state: AtomicUsize,
     /// Held by the active driver, the one that ticks; the others stand by for it.
-    active: Arc<Mutex<()>>,
+    active: Arc<ActiveSlot>,
 }
 
-/// The right to be the active driver.
-pub(crate) type Active = MutexGuardArc<()>;
+/// The right to be the active driver, and the standbys' word that it was let go of.
+///
+/// Not an async mutex, which hands each release to one waiter: a standby handed it and then
+/// never polled again (a `run()` that lost a `select!`, a task on a runtime nobody drives any
+/// more) took the release with it, and a driven standby never took over — the pending waits
+/// got no run (a probe, 10 of 10). Every release is told to every standby, as the loop lock's
+/// are (`LoopLock::lock`).
+struct ActiveSlot {
+    taken: AtomicBool,
+    released: event_listener::Event,
+}
+
+/// The right to be the active driver, until dropped.
+pub(crate) struct Active(Arc<ActiveSlot>);
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        self.0.taken.store(false, SeqCst);
+        // Pairs with the fence in `Drivers::activate`: either its try sees the slot free, or
+        // this notification reaches its listener.
+        fence(SeqCst);
+        self.0.released.notify(usize::MAX);
+    }
+}
 
 impl Default for Drivers {
     fn default() -> Self {
         Drivers {
             state: AtomicUsize::new(0),
-            active: Arc::new(Mutex::new(())),
+            active: Arc::new(ActiveSlot {
+                taken: AtomicBool::new(false),
+                released: event_listener::Event::new(),
+            }),
         }
     }
 }
@@ -60,13 +83,23 @@ impl Drivers {
         self.state.load(SeqCst) & EVER != 0
     }
 
-    /// Waits for the right to be the active driver.
+    /// Waits for the right to be the active driver: tried again at every release.
     pub(crate) async fn activate(&self) -> Active {
-        self.active.lock_arc().await
+        loop {
+            let released = self.active.released.listen();
+            fence(SeqCst);
+            if let Some(active) = self.try_activate() {
+                return active;
+            }
+            released.await;
+        }
     }
 
     /// The right to be the active driver, if nobody has it.
     pub(crate) fn try_activate(&self) -> Option<Active> {
-        self.active.try_lock_arc()
+        let slot = &self.active;
+        (slot.taken.compare_exchange(false, true, SeqCst, SeqCst))
+            .ok()
+            .map(|_| Active(slot.clone()))
     }
 }
