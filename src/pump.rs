@@ -156,7 +156,7 @@ impl Pump {
     /// # Errors
     ///
     /// [`Error::BackendUnavailable`] if `backend` is not compiled in or (tokio) there is no current
-    /// runtime; nothing is spawned then. [`Error::ThreadSpawn`] if [`Backend::Thread`] cannot
+    /// runtime, or it is shut down; nothing is spawned then (see [`Backend::is_available`]). [`Error::ThreadSpawn`] if [`Backend::Thread`] cannot
     /// start its thread; the pump is closed then, unless another driver drives it.
     ///
     /// # Examples

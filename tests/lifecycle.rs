@@ -719,3 +719,32 @@ fn a_driven_standby_takes_over_though_one_queued_before_it_is_never_polled_again
     drop(unpolled);
     pump.close();
 }
+
+/// A tokio runtime shut down whose handle is still entered takes no task: spawning there is
+/// refused, and `detect` looks elsewhere. Found by a hostile probe of the backends (10 of 10):
+/// `spawn_on(Backend::Tokio)` said `Ok`, the runtime dropped the driver as it was spawned, and
+/// that closed the pump.
+#[cfg(feature = "tokio")]
+#[test]
+fn spawning_on_a_shut_down_tokio_runtime_is_refused_and_leaves_the_pump_open() {
+    use ffi_pump::Backend;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .build()
+        .expect("a runtime");
+    let handle = runtime.handle().clone();
+    drop(runtime);
+    let pump = Pump::new(|| {});
+    {
+        let _entered = handle.enter();
+        assert!(!Backend::Tokio.is_available());
+        assert_eq!(
+            pump.spawn_on(Backend::Tokio),
+            Err(Error::BackendUnavailable(Backend::Tokio))
+        );
+        assert_ne!(Backend::detect(), Backend::Tokio);
+    }
+    assert!(!pump.is_closed());
+    pump.spawn_on(Backend::Thread).expect("a thread");
+    futures_lite::future::block_on(common::within("a turn", pump.turn())).expect("turned");
+}

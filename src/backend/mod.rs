@@ -31,7 +31,14 @@ pub enum Backend {
     Smol,
     /// A detached async-std task (feature `async-std`).
     AsyncStd,
-    /// A detached task on the current tokio runtime (feature `tokio`, inside a runtime).
+    /// A detached task on the current tokio runtime (feature `tokio`, inside a runtime that is
+    /// not shut down).
+    ///
+    /// The task runs only while that runtime is driven: on a current-thread runtime, while its
+    /// `block_on` runs. Once that returns, nothing drives the pump, yet it counts as driven:
+    /// waits made elsewhere get no run (they end at their timeout) until the runtime is driven
+    /// again — give it another driver ([`Thread`](Backend::Thread) stands by and takes over
+    /// only once this one is dropped, with its runtime), or keep such a runtime driven.
     Tokio,
     /// A dedicated thread named `ffi-pump-driver`, driving the pump with `async_io::block_on`
     /// (always available).
@@ -41,7 +48,8 @@ pub enum Backend {
 impl Backend {
     /// The backend [`Pump::spawn`](crate::Pump::spawn) uses when called here, by this rule:
     ///
-    /// 1. `Tokio` if the `tokio` feature is on and this thread is inside a tokio runtime;
+    /// 1. `Tokio` if the `tokio` feature is on and this thread is inside a tokio runtime that
+    ///    is not shut down;
     /// 2. else `Smol` if the `smol` feature is on;
     /// 3. else `AsyncStd` if the `async-std` feature is on;
     /// 4. else `Thread`.
@@ -74,7 +82,9 @@ impl Backend {
     }
 
     /// Whether [`Pump::spawn_on`](crate::Pump::spawn_on) can use this backend here: its feature is
-    /// compiled in, and for tokio, this thread is inside a tokio runtime.
+    /// compiled in, and for tokio, this thread is inside a tokio runtime that takes tasks (not
+    /// one shut down whose handle is still entered: it would drop the pump's driver as it is
+    /// spawned, which closes the pump). For tokio it spawns a no-op task to tell.
     ///
     /// # Examples
     ///
