@@ -72,7 +72,12 @@ use super::ready::{Interest, RawDescriptor, Ready};
 /// thread then for good, and the set reports nothing more to anyone (its port's wait is the
 /// stuck one); a `run_on_readable` pump's drop, wherever it happens, waits a second for its
 /// stuck port thread and leaves it behind rather than hang — and a new socket under a closed
-/// one's number is not told from it (features.md, "Platforms").
+/// one's number is not told from it (features.md, "Platforms"). A socket's unwatch cancels the
+/// port's poll of it, which the set's drop takes back (the poll holds a handle until a wait
+/// takes its completion): unwatch, close, then drop the set — under wine, a poll cancelled on a
+/// socket still open completes only once the socket closes, and if the set is gone by then, that
+/// handle stays. A socket the program shuts down itself (`shutdown`, both ways) is not reported:
+/// Windows' readiness (AFD) has no event for it.
 ///
 /// # Examples
 ///
@@ -199,6 +204,20 @@ fn live_sets() -> MutexGuard<'static, std::collections::BTreeSet<RawDescriptor>>
 #[cfg(unix)]
 pub(crate) fn is_a_live_set(fd: RawDescriptor) -> bool {
     live_sets().contains(&fd)
+}
+
+/// The registrations left go out of the port first, so that its drop takes their cancelled
+/// polls (see `Port`'s `Drop`).
+#[cfg(windows)]
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let table = self.table.get_mut().unwrap_or_else(PoisonError::into_inner);
+        for (&socket, watched) in &table.fds {
+            if !watched.asked.is_empty() {
+                table.instance.delete(socket);
+            }
+        }
+    }
 }
 
 #[cfg(unix)]
