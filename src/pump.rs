@@ -142,8 +142,10 @@ impl Pump {
     /// assert_eq!(backend, Backend::Smol); // default features, outside tokio
     /// ```
     pub fn spawn(&self) -> Backend {
+        // Available by `detect`'s rule, asked once (for tokio that spawns a no-op task).
         let backend = Backend::detect();
-        if let Err(err) = self.spawn_on(backend) {
+        self.core().span.driven_by(backend.label());
+        if let Err(err) = backend::spawn(backend, self.run()) {
             // Only the thread backend can fail here; that failure has closed the pump (unless
             // another driver drives it).
             debug_assert!(matches!(err, Error::ThreadSpawn(_)), "{err}");

@@ -1,12 +1,15 @@
 //! A number the library closed while watched stays closed for the library: the set's own
-//! descriptors never take it. One test in its own binary, so that no other test opens a
-//! descriptor that takes the freed number meanwhile.
+//! descriptors never take it. In a binary of its own, so that no other test opens a descriptor
+//! that takes the freed number meanwhile.
 #![cfg(any(target_os = "linux", target_os = "android"))]
 
 use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 
 use ffi_pump::{Descriptors, Interest};
+
+/// The tests free numbers and look at them: one at a time.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// What the number names now, if anything.
 fn names(fd: RawFd) -> Option<std::path::PathBuf> {
@@ -26,7 +29,13 @@ fn close(fd: RawFd) {
 /// set's epoll instance (ready whenever a registration was), not `POLLNVAL`.
 #[test]
 fn a_new_inner_instance_never_takes_a_number_the_library_closed() {
+    let _alone = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     let set = Descriptors::new().expect("set");
+    // A number the kernel refuses (none is open so far up) counts for nothing (review: it put
+    // every new instance out of reach, and the bug came back).
+    assert!(set.watch(1 << 30, Interest::READABLE, 99).is_err());
     let (kept, mut peer) = UnixStream::pair().expect("pair");
     let (closed, _other) = UnixStream::pair().expect("pair");
     let closed = closed.into_raw_fd();
@@ -52,4 +61,53 @@ fn a_new_inner_instance_never_takes_a_number_the_library_closed() {
     std::io::Write::write_all(&mut peer, b"x").expect("write");
     let ready: Vec<RawFd> = set.ready().iter().map(|ready| ready.fd()).collect();
     assert_eq!(ready, [kept.as_raw_fd()]);
+}
+
+/// The set's own epoll instances, by number.
+fn epoll_instances() -> Vec<RawFd> {
+    let mut found: Vec<RawFd> = std::fs::read_dir("/proc/self/fd")
+        .expect("/proc/self/fd")
+        .flatten()
+        .filter(|entry| {
+            std::fs::read_link(entry.path())
+                .is_ok_and(|target| target.as_os_str() == "anon_inode:[eventpoll]")
+        })
+        .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+        .collect();
+    found.sort_unstable();
+    found
+}
+
+/// With no room above the library's numbers, the set still moves, under the kernel's numbers
+/// (review, on `polling`'s form: it held every free number up to the highest, found none left
+/// for the new poller, and never moved; each report tried again).
+#[test]
+fn with_no_room_above_the_librarys_numbers_the_set_still_moves() {
+    use rustix::process::{getrlimit, Resource};
+    let _alone = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let limit = getrlimit(Resource::Nofile).current.expect("a limit");
+    let limit = RawFd::try_from(limit).unwrap_or(RawFd::MAX);
+    let set = Descriptors::new().expect("set");
+    let (kept, mut peer) = UnixStream::pair().expect("pair");
+    let Ok(top) = rustix::io::fcntl_dupfd_cloexec(&kept, limit - 2) else {
+        return; // another test holds the numbers up there
+    };
+    let (closed, _other) = UnixStream::pair().expect("pair");
+    let closed = closed.into_raw_fd();
+    let list = |closed: RawFd| {
+        set.watch_only([
+            (top.as_raw_fd(), Interest::READABLE),
+            (closed, Interest::READABLE),
+        ])
+    };
+    list(closed).expect("both watched");
+    let before = epoll_instances();
+    close(closed);
+    assert!(list(closed).is_err(), "a closed number is refused");
+    assert_ne!(epoll_instances(), before, "the set did not move");
+    std::io::Write::write_all(&mut peer, b"x").expect("write");
+    let ready: Vec<RawFd> = set.ready().iter().map(|ready| ready.fd()).collect();
+    assert_eq!(ready, [top.as_raw_fd()]);
 }

@@ -120,11 +120,8 @@ impl Backend {
     }
 }
 
-/// Spawns `run` detached on `backend`.
+/// Spawns `run` detached on `backend`, which the caller found available.
 pub(crate) fn spawn(backend: Backend, run: Driver) -> Result<(), Error> {
-    if !backend.is_available() {
-        return Err(Error::BackendUnavailable(backend));
-    }
     match backend {
         #[cfg(feature = "smol")]
         Backend::Smol => smol::spawn(run),

@@ -32,6 +32,13 @@ pub(super) struct Instance(Poller);
 /// The outer poller's one key.
 const INNER: usize = 0;
 
+/// The most free numbers [`Instance::new_above`] holds while it makes a poller.
+const HELD_AT_MOST: usize = 256;
+
+/// The free numbers above the highest one watched that [`Instance::new_above`] needs to find
+/// before it holds any below.
+const ROOM_ABOVE: RawFd = 16;
+
 impl Outer {
     /// A new outer poller, and the inner one it holds.
     pub(super) fn new() -> io::Result<(Outer, Instance)> {
@@ -79,22 +86,30 @@ impl Instance {
 
     /// A new poller whose descriptors take no number up to `highest`, where there is room.
     /// `polling` makes them itself (on Linux more than one): a first poller's duplicates hold
-    /// the free numbers up to `highest` while it makes a second one. Out of descriptors, they are let go of first, and
-    /// the second takes the lowest numbers, as the kernel gives them.
+    /// the free numbers up to `highest` while it makes a second one — at most [`HELD_AT_MOST`]
+    /// of them, and only with room above `highest` ([`ROOM_ABOVE`] numbers), so that no other
+    /// thread's open finds none left. Otherwise, or if the second poller cannot be made with
+    /// them held, the poller takes the lowest numbers, as the kernel gives them.
     pub(super) fn new_above(highest: RawFd) -> io::Result<Instance> {
         let first = Poller::new()?;
+        let room = rustix::io::fcntl_dupfd_cloexec(&first, highest.saturating_add(ROOM_ABOVE));
         let mut held = Vec::new();
-        loop {
-            match rustix::io::fcntl_dupfd_cloexec(&first, 0) {
-                Ok(duplicate) if duplicate.as_raw_fd() <= highest => held.push(duplicate),
-                Ok(_) => break,
-                Err(_) => {
+        if room.is_ok() {
+            while let Ok(duplicate) = rustix::io::fcntl_dupfd_cloexec(&first, 0) {
+                if duplicate.as_raw_fd() > highest {
+                    break;
+                }
+                held.push(duplicate);
+                if held.len() > HELD_AT_MOST {
                     held.clear();
                     break;
                 }
             }
         }
-        Ok(Instance(Poller::new()?))
+        drop(room);
+        let second = Poller::new();
+        drop(held);
+        Ok(Instance(second.or_else(|_| Poller::new())?))
     }
 
     /// Adds or modifies the entry for `fd` (level-triggered).

@@ -145,8 +145,8 @@ struct Table {
     /// so that a change of the number's entry reaches that file's and the kernel takes it.
     /// Their changes look at the file first, as where the kernel does not check it.
     suspect: HashSet<RawDescriptor>,
-    /// The highest number the library has asked to watch: a new inner instance takes none at
-    /// or below it (see [`Descriptors::move_to_new_instance`]).
+    /// The highest number the kernel took a watch of: a new inner instance takes none at or
+    /// below it where there is room (see [`Descriptors::move_to_new_instance`]).
     #[cfg(unix)]
     highest: RawDescriptor,
 }
@@ -359,10 +359,6 @@ impl Descriptors {
         force: bool,
     ) -> io::Result<()> {
         check(fd)?;
-        #[cfg(unix)]
-        {
-            table.highest = table.highest.max(fd);
-        }
         // The number was closed and names a new file: what was watched under it is gone (the
         // library closed without unwatching), and the new file is watched as new. Where the
         // kernel refuses to change an entry for another file, a change tells that below (a
@@ -403,6 +399,12 @@ impl Descriptors {
         let watched = table.fds.get_mut(&fd).expect("applied above");
         if !watched.tokens.contains(&token) {
             watched.tokens.push(token);
+        }
+        // A number the kernel took, so open then: one a refusal named (a bogus number far up)
+        // would put every new instance out of reach.
+        #[cfg(unix)]
+        if !watched.asked.is_empty() {
+            table.highest = table.highest.max(fd);
         }
         match moved_from {
             Some(old) => self.detach(table, old, token),
