@@ -103,3 +103,32 @@ impl Drivers {
             .map(|_| Active(slot.clone()))
     }
 }
+
+#[cfg(all(test, loom))]
+mod loom_models {
+    use std::sync::Arc;
+
+    use super::Drivers;
+
+    /// A standby that waits for the right to be active gets it once the active driver lets go,
+    /// whatever the interleaving, also with another standby that never comes back for it: the
+    /// release is told to every standby, not handed to one.
+    #[test]
+    fn a_standby_gets_the_right_once_the_active_driver_lets_go() {
+        loom::model(|| {
+            let drivers = Arc::new(Drivers::default());
+            let active = drivers.try_activate().expect("nobody has it");
+            // A standby that listened and is never polled again: its listener only.
+            let _gone = drivers.active.released.listen();
+            let standby = {
+                let drivers = drivers.clone();
+                loom::thread::spawn(move || {
+                    let _active = loom::future::block_on(drivers.activate());
+                })
+            };
+            drop(active);
+            standby.join().unwrap();
+            assert!(drivers.try_activate().is_some(), "let go again");
+        });
+    }
+}
