@@ -131,9 +131,10 @@
 //! `dbus_connection_set_watch_functions`). Take the pump's set in the factory
 //! ([`Setup::descriptors`]) and give its callbacks a clone each: they register the descriptor
 //! the library names under a token of your choice (curl: the socket; D-Bus: the watch), for
-//! reading, writing or nothing (a disabled watch), and remove it — no lock, and no `unsafe` for
-//! the descriptor (a raw C callback reaches its clone through its `void *` user data, a boxed
-//! clone kept alive until the library is freed). Each run hands [`Run::ready`] to the library,
+//! reading, writing or nothing (a disabled watch), and remove it — no lock, and no `unsafe` to
+//! watch a descriptor by its number (a raw C callback still reaches its clone through its
+//! `void *` user data, a boxed clone kept alive until the library is freed: that cast is the
+//! binding's own `unsafe`). Each run hands [`Run::ready`] to the library,
 //! token by token; its callbacks may change the set meanwhile. The list has one entry per
 //! registration: a library that processes a descriptor at a time (c-ares' `ares_process_fd`)
 //! merges the entries of one [`fd`](crate::Ready::fd) first, or it processes that descriptor
@@ -145,6 +146,7 @@
 //! # #[cfg(unix)]
 //! # {
 //! use ffi_pump::{Completer, Descriptors, Interest, Pump, Run};
+//! use std::collections::VecDeque;
 //! use std::io::{Read, Write};
 //! use std::os::fd::AsRawFd;
 //! use std::os::unix::net::UnixStream;
@@ -159,7 +161,8 @@
 //!     set: Descriptors, // what the library's watch callbacks hold
 //!     socket: UnixStream,
 //!     outgoing: Vec<u8>,
-//!     waiting: Vec<Completer<Vec<u8>>>,
+//!     /// The requests waiting for their replies, oldest first.
+//!     waiting: VecDeque<Completer<Vec<u8>>>,
 //! }
 //!
 //! impl Connection {
@@ -178,12 +181,14 @@
 //!                     let sent = self.socket.write(&self.outgoing).unwrap_or(0);
 //!                     self.outgoing.drain(..sent);
 //!                 }
-//!                 // dbus_watch_handle(watch, DBUS_WATCH_READABLE), then dispatch
+//!                 // dbus_watch_handle(watch, DBUS_WATCH_READABLE), then dispatch: a reply
+//!                 // answers the oldest request (a real library frames its messages and
+//!                 // matches them by serial; one reply per read here)
 //!                 _ => {
 //!                     let mut reply = vec![0; 64];
 //!                     let n = self.socket.read(&mut reply).unwrap_or(0);
 //!                     reply.truncate(n);
-//!                     if let Some(done) = self.waiting.pop() {
+//!                     if let Some(done) = self.waiting.pop_front() {
 //!                         done.complete(reply);
 //!                     }
 //!                 }
@@ -200,7 +205,7 @@
 //! let (_pump, connection) = Pump::builder().build_with_state(
 //!     move |setup| {
 //!         let connection =
-//!             Connection { set: setup.descriptors()?, socket, outgoing: Vec::new(), waiting: Vec::new() };
+//!             Connection { set: setup.descriptors()?, socket, outgoing: Vec::new(), waiting: VecDeque::new() };
 //!         connection.watches()?; // dbus_connection_set_watch_functions()
 //!         Ok(connection)
 //!     },
@@ -209,10 +214,13 @@
 //! let reply = connection.request(
 //!     |connection, done| {
 //!         connection.outgoing.extend_from_slice(b"ping"); // dbus_connection_send()
-//!         connection.waiting.push(done);
+//!         let id = done.id();
+//!         connection.waiting.push_back(done);
 //!         let _ = connection.watches();
+//!         id // what its cancel needs
 //!     },
-//!     |connection, _| connection.waiting.clear(),
+//!     // A request that gives up leaves the queue; the others keep their places.
+//!     |connection, id| connection.waiting.retain(|done| done.id() != id),
 //! );
 //! let mut ping = [0; 4];
 //! server.read_exact(&mut ping)?; // sent by the write watch
