@@ -144,8 +144,7 @@ impl Pump {
     pub fn spawn(&self) -> Backend {
         // Available by `detect`'s rule, asked once (for tokio that spawns a no-op task).
         let backend = Backend::detect();
-        self.core().span.driven_by(backend.label());
-        if let Err(err) = backend::spawn(backend, self.run()) {
+        if let Err(err) = self.spawn_available(backend) {
             // Only the thread backend can fail here; that failure has closed the pump (unless
             // another driver drives it).
             debug_assert!(matches!(err, Error::ThreadSpawn(_)), "{err}");
@@ -158,8 +157,9 @@ impl Pump {
     /// # Errors
     ///
     /// [`Error::BackendUnavailable`] if `backend` is not compiled in or (tokio) there is no current
-    /// runtime, or it is shut down; nothing is spawned then (see [`Backend::is_available`]). [`Error::ThreadSpawn`] if [`Backend::Thread`] cannot
-    /// start its thread; the pump is closed then, unless another driver drives it.
+    /// runtime, or it is shut down; nothing is spawned then (see [`Backend::is_available`]).
+    /// [`Error::ThreadSpawn`] if [`Backend::Thread`] cannot start its thread; the pump is closed
+    /// then, unless another driver drives it.
     ///
     /// # Examples
     ///
@@ -178,6 +178,11 @@ impl Pump {
         if !backend.is_available() {
             return Err(Error::BackendUnavailable(backend));
         }
+        self.spawn_available(backend)
+    }
+
+    /// Spawns the pump future on `backend`, which the caller found available.
+    fn spawn_available(&self, backend: Backend) -> Result<(), Error> {
         self.core().span.driven_by(backend.label());
         backend::spawn(backend, self.run())
     }

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{within, HANG};
+use common::{tcp_pair, within, HANG};
 use ffi_pump::{Cause, Completions, Descriptors, Interest, LoopHandle, Pump, RawDescriptor, Ready};
 
 #[cfg(unix)]
@@ -24,16 +24,6 @@ fn raw(socket: &impl std::os::fd::AsRawFd) -> RawDescriptor {
 #[cfg(windows)]
 fn raw(socket: &impl std::os::windows::io::AsRawSocket) -> RawDescriptor {
     socket.as_raw_socket()
-}
-
-/// A connected pair on the loopback: the library's end (non-blocking) and its peer.
-fn tcp_pair() -> (TcpStream, TcpStream) {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let peer = TcpStream::connect(listener.local_addr().expect("address")).expect("connect");
-    let (socket, _) = listener.accept().expect("accept");
-    socket.set_nonblocking(true).expect("non-blocking");
-    peer.set_nodelay(true).expect("no delay");
-    (socket, peer)
 }
 
 /// The set's reports, asked again (without waiting) until one satisfies `wanted`; a failure

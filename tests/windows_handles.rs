@@ -3,11 +3,14 @@
 #![cfg(windows)]
 #![allow(unsafe_code)]
 
-use std::net::{TcpListener, TcpStream};
+mod common;
+
+use std::net::TcpStream;
 use std::os::windows::io::AsRawSocket;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use common::tcp_pair;
 use ffi_pump::{Descriptors, Interest, Pump};
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -28,15 +31,6 @@ fn handles() -> usize {
             unsafe { GetHandleInformation(handle, &mut flags) != 0 }
         })
         .count()
-}
-
-/// A connected socket (non-blocking) and its peer.
-fn tcp_pair() -> (TcpStream, TcpStream) {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let peer = TcpStream::connect(listener.local_addr().expect("address")).expect("connect");
-    let (socket, _) = listener.accept().expect("accept");
-    socket.set_nonblocking(true).expect("non-blocking");
-    (socket, peer)
 }
 
 /// Runs `one` once to warm up (winsock, AFD), then `times` times more: the handles left after

@@ -901,9 +901,9 @@ impl Registry {
             waker.wake();
         }
         {
-            // Inside the pump (`pump` is its id), as its loop's drop is: a capture's `Drop` that waits
-            // for the close — `closed()`, which waits for this very abandon, or a turn — is
-            // refused, not deadlocked (a probe hung `close()` so, 10 of 10).
+            // Inside the pump (`pump` is its id), as its loop's drop is: a capture's `Drop`
+            // that waits for the close — `closed()`, which waits for this very abandon, or a
+            // turn — is refused, not deadlocked (a probe hung `close()` so, 10 of 10).
             let _inside = crate::reentry::Inside::enter(pump);
             crate::unwind::drop_each_caught(arrived);
             drop_removed(removed);

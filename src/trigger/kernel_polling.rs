@@ -89,27 +89,26 @@ impl Instance {
     /// the free numbers up to `highest` while it makes a second one — at most [`HELD_AT_MOST`]
     /// of them, and only with room above `highest` ([`ROOM_ABOVE`] numbers), so that no other
     /// thread's open finds none left. Otherwise, or if the second poller cannot be made with
-    /// them held, the poller takes the lowest numbers, as the kernel gives them.
+    /// them held, the first one is the set's, under the lowest numbers, as the kernel gave
+    /// them.
     pub(super) fn new_above(highest: RawFd) -> io::Result<Instance> {
         let first = Poller::new()?;
-        let room = rustix::io::fcntl_dupfd_cloexec(&first, highest.saturating_add(ROOM_ABOVE));
+        let above = highest.saturating_add(ROOM_ABOVE);
+        if rustix::io::fcntl_dupfd_cloexec(&first, above).is_err() {
+            return Ok(Instance(first));
+        }
         let mut held = Vec::new();
-        if room.is_ok() {
-            while let Ok(duplicate) = rustix::io::fcntl_dupfd_cloexec(&first, 0) {
-                if duplicate.as_raw_fd() > highest {
-                    break;
-                }
-                held.push(duplicate);
-                if held.len() > HELD_AT_MOST {
-                    held.clear();
-                    break;
-                }
+        while let Ok(duplicate) = rustix::io::fcntl_dupfd_cloexec(&first, 0) {
+            if duplicate.as_raw_fd() > highest {
+                break;
+            }
+            held.push(duplicate);
+            if held.len() > HELD_AT_MOST {
+                return Ok(Instance(first));
             }
         }
-        drop(room);
-        let second = Poller::new();
-        drop(held);
-        Ok(Instance(second.or_else(|_| Poller::new())?))
+        // Out of descriptors with them held: the first one, under the kernel's numbers.
+        Ok(Instance(Poller::new().unwrap_or(first)))
     }
 
     /// Adds or modifies the entry for `fd` (level-triggered).

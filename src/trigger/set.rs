@@ -48,10 +48,11 @@ use super::ready::{Interest, RawDescriptor, Ready};
 /// handed for it, its registrations are let go of as if unwatched, and the set moves the others
 /// to a new kernel instance, leaving the old file behind: the pump does not spin, and a new file
 /// under the number is watched only when the library watches it (then as the new file). The
-/// new instance takes none of the numbers the library has watched, so a number it closed stays
-/// closed for it: listed again, it is refused (`EBADF`), and the library's own `poll()` of it
-/// says `POLLNVAL`. On kqueue and event ports a descriptor's events go with its close, and
-/// watching the number again registers the file it names now.
+/// new instance takes none of the numbers the kernel took a watch of, where there is room above
+/// them, so a number the library closed stays closed for it: listed again, it is refused
+/// (`EBADF`), and the library's own `poll()` of it says `POLLNVAL`. On kqueue and event ports a
+/// descriptor's events go with its close, and watching the number again registers the file it
+/// names now.
 ///
 /// # Platforms
 ///
@@ -662,7 +663,7 @@ impl Descriptors {
     /// of a descriptor closed while watched (see "The library's part").
     #[cfg(unix)]
     fn move_to_new_instance(&self, table: &mut Table) -> io::Result<()> {
-        // Above every number the library has watched: the kernel hands out the lowest free
+        // Above every number the kernel took a watch of: the kernel hands out the lowest free
         // number, and a move follows one the library closed while watched. A library that lists
         // it again (GLib's query lists what its sources hold) must find it closed, as `poll()`
         // would (`POLLNVAL`), not the set's own instance under it, which looks ready whenever a

@@ -435,3 +435,14 @@ pub fn tokens() -> (
     };
     (make, live)
 }
+
+/// A connected pair on the loopback: the library's end (non-blocking) and its peer.
+pub fn tcp_pair() -> (std::net::TcpStream, std::net::TcpStream) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let peer =
+        std::net::TcpStream::connect(listener.local_addr().expect("address")).expect("connect");
+    let (socket, _) = listener.accept().expect("accept");
+    socket.set_nonblocking(true).expect("non-blocking");
+    peer.set_nodelay(true).expect("no delay");
+    (socket, peer)
+}
