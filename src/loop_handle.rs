@@ -4,7 +4,7 @@ use std::fmt;
 use std::future::Future;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll, Waker};
 
@@ -204,7 +204,9 @@ impl<S: 'static> LoopHandle<S> {
     /// thread (as [`post`](LoopHandle::post)), and returns the wait for `key` in `table`, which
     /// `run_once` completes when the work is done. If the wait gives up (times out, is dropped,
     /// or the pump closes), `cancel` runs on the loop's thread
-    /// ([`WaitKey::on_cancel`](crate::WaitKey::on_cancel)). A panic in `start` is caught there
+    /// ([`WaitKey::on_cancel`](crate::WaitKey::on_cancel)) — if `start` ran: a wait that gives
+    /// up while `start` still waits for that thread (busy in a long run or call) has `start`
+    /// dropped unrun, so no work begins that nobody awaits and no cancel could take back. A panic in `start` is caught there
     /// (the loop goes on) and resumed in the task awaiting the wait, as with
     /// [`request`](LoopHandle::request) (a value `start` completed before it panicked is held
     /// back until it ended: the panic goes first); the wait gives up as it unwinds, so `cancel`
@@ -308,7 +310,8 @@ pub(crate) struct Started(Arc<StartedState>);
 
 #[derive(Default)]
 struct StartedState {
-    ran: AtomicBool,
+    /// [`NOT_YET`], [`RAN`] (as it begins) or [`GAVE_UP`] (before it began: it never runs).
+    start: AtomicU8,
     /// `start` runs now.
     running: AtomicBool,
     /// The waker of a wait that found its value while `start` ran, woken as `start` ends.
@@ -317,9 +320,24 @@ struct StartedState {
     panic: crate::sync::Mutex<Option<crate::unwind::DropCaught<Box<dyn std::any::Any + Send>>>>,
 }
 
+/// [`StartedState::start`]: `start` waits on the loop's thread's queue.
+const NOT_YET: u8 = 0;
+/// [`StartedState::start`]: `start` began.
+const RAN: u8 = 1;
+/// [`StartedState::start`]: the wait gave up before `start` began, which is dropped unrun.
+const GAVE_UP: u8 = 2;
+
 impl Started {
     fn ran(&self) -> bool {
-        self.0.ran.load(Ordering::SeqCst)
+        self.0.start.load(Ordering::SeqCst) == RAN
+    }
+
+    /// The wait gives up: a `start` that has not begun never will (work nobody awaits, which
+    /// its cancel could not take back once sent). Whichever of this and `start`'s beginning
+    /// comes first wins.
+    pub(crate) fn give_up(&self) {
+        let start = &self.0.start;
+        let _ = start.compare_exchange(NOT_YET, GAVE_UP, Ordering::SeqCst, Ordering::SeqCst);
     }
 
     /// For a wait that found its value: whether to leave it there for now — `start` still runs
@@ -366,7 +384,13 @@ impl Started {
         panicked: impl FnOnce(Box<dyn std::any::Any + Send>) + Send + 'static,
     ) -> impl FnOnce(&mut S) + Send {
         move |state| {
-            self.0.ran.store(true, Ordering::SeqCst);
+            let begins = &self.0.start;
+            if (begins.compare_exchange(NOT_YET, RAN, Ordering::SeqCst, Ordering::SeqCst)).is_err()
+            {
+                // Given up first: nothing begins, so its cancel finds nothing to undo.
+                crate::unwind::drop_caught(start);
+                return;
+            }
             self.0.running.store(true, Ordering::SeqCst);
             if let Err(panic) = catch_unwind(AssertUnwindSafe(|| start(state))) {
                 panicked(panic);
@@ -450,7 +474,8 @@ impl<S: 'static> LoopHandle<S> {
     /// what a cancel needs (the C timer, the transfer handle, the callback data: it need not be
     /// `Send`); `cancel` runs there with it if the request gives up first (times out, is
     /// dropped, or the pump closes) — only if `start` ran, and not once the request was
-    /// answered. What `start` returned is kept on the loop's thread until then, and dropped
+    /// answered. A request that gives up before `start` began there (the thread busy in a long
+    /// run or call) has `start` dropped unrun: no message goes out for nobody. What `start` returned is kept on the loop's thread until then, and dropped
     /// there once the request is answered: at once when answered on the loop's thread (from
     /// `run_once`, as C callbacks do), as `start` returns when answered inside it (a library
     /// that refuses the work at once), else at the loop's next run — which on a loop with
@@ -566,7 +591,8 @@ impl<S: 'static> LoopHandle<S> {
     /// subscription, the callback data: it need not be `Send`), kept on the loop's thread; the
     /// values arrive in order on the returned [`Subscription`], a `Stream`. Dropping the stream
     /// runs `stop` there with the state and what `start` returned, to unsubscribe in C — only
-    /// if `start` returned, and not if the library ended the subscription first (with
+    /// if `start` returned (a stream dropped before `start` began there has it dropped unrun:
+    /// nothing is subscribed in C), and not if the library ended the subscription first (with
     /// [`Emitter::end`] or by dropping the emitter: what `start` returned is then dropped on the
     /// loop's thread, as a request's is once answered). A close ends the stream with the pump's
     /// reason, after running `stop`. No table or id of the binding's own.
@@ -642,6 +668,12 @@ impl<S: 'static> LoopHandle<S> {
         // A closed pump drops `start`, and the emitter with it: the stream ends with the
         // pump's reason. A panic in `start` ends it as the library would, nothing kept.
         let _ = self.post(move |state: &mut S| {
+            // Unsubscribed while `start` waited in the queue: nothing begins, so the stop that
+            // follows finds nothing to stop.
+            if started.unsubscribed() {
+                crate::unwind::drop_caught((start, emitter));
+                return;
+            }
             match crate::kept::run_start(key, || start(state, emitter)) {
                 StartEnded::Returned(kept) => crate::kept::keep(key, Box::new(kept)),
                 // Ended by the library inside `start`: no stop will take it.

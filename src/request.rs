@@ -246,7 +246,8 @@ impl<V: 'static> fmt::Debug for Completer<V> {
 /// # Cancel safety
 ///
 /// Dropping it gives the request up: its cancel runs on the loop's thread (if its start ran and
-/// it had not completed), as for [`WaitKey::on_cancel`].
+/// it had not completed), as for [`WaitKey::on_cancel`]; a start that had not begun there yet
+/// is dropped unrun.
 ///
 /// # Examples
 ///

@@ -27,7 +27,7 @@ pub struct Stats {
     pub rounds: u64,
     /// Waits not finished yet: a `wait_*` future from its first poll, a
     /// [`LoopHandle::request`](crate::LoopHandle::request) or
-    /// [`submit`](crate::LoopHandle::submit) from the call that made it (its work starts then),
+    /// [`submit`](crate::LoopHandle::submit) from the call that made it (its work is sent then),
     /// a [`Subscription`](crate::Subscription) from its first poll until it ends (also when the
     /// library ends it: nothing more comes, whether or not the stream was polled since) or is
     /// dropped.

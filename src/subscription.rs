@@ -52,6 +52,12 @@ impl<V> Channel<V> {
         lock(&self.state).emitter_gone
     }
 
+    /// Whether the subscription was dropped or ended: a `start` that has not run yet need not
+    /// (nothing would take its values).
+    pub(crate) fn unsubscribed(&self) -> bool {
+        lock(&self.state).subscriber_gone
+    }
+
     pub(crate) fn new(capacity: usize) -> Arc<Channel<V>> {
         Arc::new(Channel {
             state: Mutex::new(ChannelState {
@@ -368,7 +374,8 @@ impl<V: 'static> fmt::Debug for Emitter<V> {
 /// # Cancel safety
 ///
 /// Dropping it unsubscribes: its stop runs on the loop's thread (if its start ran and the
-/// library had not ended it), and values emitted after are refused.
+/// library had not ended it; a start that had not begun there yet is dropped unrun), and values
+/// emitted after are refused.
 ///
 /// # Examples
 ///

@@ -764,3 +764,66 @@ fn a_deadline_that_passes_while_start_runs_ends_the_request_at_once_without_its_
     );
     pump.close();
 }
+
+/// Found by a hostile probe (a binding of a host-vtable library, D-Bus's or Avahi's shape): a
+/// request that gave up while its `start` still waited for the busy loop's thread — timed out,
+/// dropped after a poll, or dropped unpolled (the branch a `select!` did not take) — still had
+/// its `start` run once the thread was free, and its cancel right after: the C library sent a
+/// message nobody awaited, which no cancel can take back. Now neither runs.
+#[test]
+fn a_request_that_gives_up_before_its_start_ran_starts_nothing() {
+    use futures_lite::FutureExt;
+    for how in ["timed out", "dropped after a poll", "dropped unpolled"] {
+        let (starts, cancels) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (_pump, handle) = Pump::builder()
+            .build_with_state(|_| Ok(Vec::<Completer<u8>>::new()), |_, _| None)
+            .expect("pump thread starts");
+        futures_lite::future::block_on(async {
+            // The loop's thread is held in a post while the request is made and gives up.
+            let (release, held) = std::sync::mpsc::channel::<()>();
+            let (entered, inside) = std::sync::mpsc::channel::<()>();
+            handle
+                .post(move |_| {
+                    entered.send(()).expect("the test waits");
+                    held.recv().expect("the test releases");
+                })
+                .expect("open");
+            inside.recv().expect("the post runs");
+            let (started, cancelled) = (starts.clone(), cancels.clone());
+            let request = handle.request(
+                move |kept: &mut Vec<Completer<u8>>, done| {
+                    started.fetch_add(1, SeqCst);
+                    kept.push(done);
+                },
+                move |_, ()| {
+                    cancelled.fetch_add(1, SeqCst);
+                },
+            );
+            match how {
+                "timed out" => {
+                    let gave_up = request.timeout(Duration::from_millis(1)).await;
+                    assert_eq!(gave_up, Err(Error::TimedOut));
+                }
+                "dropped after a poll" => {
+                    let mut request = Box::pin(request);
+                    assert!(futures_lite::future::poll_once(&mut request)
+                        .await
+                        .is_none());
+                }
+                _ => drop(request),
+            }
+            release.send(()).expect("the post waits");
+            let kept = common::within("a call", handle.call(|kept| kept.len()))
+                .await
+                .expect("open");
+            assert_eq!(kept, 0, "{how}: no completer kept");
+            // A request made after it still starts, and is answered.
+            let answered = handle
+                .request(|_, done: Completer<u8>| done.complete(7), |_, ()| {})
+                .boxed();
+            assert_eq!(common::within("a later request", answered).await, Ok(7));
+        });
+        assert_eq!(starts.load(SeqCst), 0, "{how}: start ran");
+        assert_eq!(cancels.load(SeqCst), 0, "{how}: cancel ran");
+    }
+}

@@ -816,3 +816,55 @@ fn an_emitter_unwinding_with_a_panic_run_once_catches_ends_its_stream() {
     assert_eq!(seen, [Ok(7)]);
     assert_eq!(stops, 0, "the library ended it: no stop");
 }
+
+/// Found by a hostile probe (a host-vtable binding): a stream dropped while its `start` still
+/// waited for the busy loop's thread — after a poll, or unpolled — still had `start` run once
+/// the thread was free (the library subscribed in C for nobody), and its stop right after.
+/// Neither runs now.
+#[test]
+fn a_stream_dropped_before_its_start_ran_subscribes_nothing() {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    use std::sync::{mpsc, Arc};
+    for polled in [true, false] {
+        let (starts, stops) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (_pump, library) = Pump::builder()
+            .build_with_state(|_| Ok(Vec::<Emitter<u32>>::new()), |_, _| None)
+            .expect("pump thread starts");
+        futures_lite::future::block_on(within("the stream", async {
+            let (release, held) = mpsc::channel::<()>();
+            let (entered, inside) = mpsc::channel::<()>();
+            library
+                .post(move |_| {
+                    entered.send(()).expect("the test waits");
+                    held.recv().expect("the test releases");
+                })
+                .expect("open");
+            inside.recv().expect("the post runs");
+            let (started, stopped) = (starts.clone(), stops.clone());
+            let mut stream = Box::pin(library.subscribe(
+                8,
+                move |subscribers, emitter| {
+                    started.fetch_add(1, SeqCst);
+                    subscribers.push(emitter);
+                },
+                move |_, ()| {
+                    stopped.fetch_add(1, SeqCst);
+                },
+            ));
+            if polled {
+                assert!(futures_lite::future::poll_once(stream.next())
+                    .await
+                    .is_none());
+            }
+            drop(stream);
+            release.send(()).expect("the post waits");
+            let kept = library.call(|subscribers| subscribers.len()).await;
+            assert_eq!(kept, Ok(0), "polled {polled}: no emitter kept");
+            // A stream made after it still subscribes.
+            let mut later = library.subscribe(8, |_, emitter| emitter.emit(5).is_ok(), |_, _| {});
+            assert_eq!(later.next().await, Some(Ok(5)));
+        }));
+        assert_eq!(starts.load(SeqCst), 0, "polled {polled}: start ran");
+        assert_eq!(stops.load(SeqCst), 0, "polled {polled}: stop ran");
+    }
+}

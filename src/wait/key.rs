@@ -237,6 +237,10 @@ impl<K: Eq + Hash + Clone, V> Keyed<K, V> {
         let waiting = matches!(self.state, State::Waiting { .. });
         self.state = State::Done;
         if let Some(mut hook) = self.on_cancel.take() {
+            // A `start` still queued is dropped unrun: its hook then has nothing to undo.
+            if let Some(started) = &self.started {
+                started.give_up();
+            }
             let claim = self
                 .claim
                 .as_ref()
