@@ -130,17 +130,26 @@
 //! The library tells its loop, one watch at a time, what to watch (`CURLMOPT_SOCKETFUNCTION`,
 //! `dbus_connection_set_watch_functions`). Take the pump's set in the factory
 //! ([`Setup::descriptors`]) and give its callbacks a clone each: they register the descriptor
-//! the library names under a token of your choice (curl: the socket; D-Bus: the watch), for
+//! the library names under a token of your choice (curl: the socket; D-Bus: an id given to each
+//! watch — not its address, which a watch freed and made again in one run may reuse while that
+//! run's [`Run::ready`] still holds the first one's entry), for
 //! reading, writing or nothing (a disabled watch), and remove it — no lock, and no `unsafe` to
 //! watch a descriptor by its number (a raw C callback still reaches its clone through its
 //! `void *` user data, a boxed clone kept alive until the library is freed: that cast is the
 //! binding's own `unsafe`). Each run hands [`Run::ready`] to the library,
-//! token by token; its callbacks may change the set meanwhile. The list has one entry per
+//! token by token; its callbacks may change the set meanwhile, so look each token up among the
+//! library's live watches before handing it (a callback for an earlier entry may have freed or
+//! disabled it). The list has one entry per
 //! registration: a library that processes a descriptor at a time (c-ares' `ares_process_fd`)
 //! merges the entries of one [`fd`](crate::Ready::fd) first, or it processes that descriptor
 //! twice. When its timer callback fires, keep the instant and return it from `run_once`;
-//! [`Run::deadline_passed`] says when it came. The pump waits on the whole set, whether or not a
-//! task waits (data the library queued goes out), on the deadline, on kicks and calls.
+//! [`Run::deadline_passed`] says when it came. A library with many timeouts
+//! (`dbus_connection_set_timeout_functions`, Avahi's `AvahiPoll`) keeps them in an ordered set
+//! of `(Instant, id)`, fires those due at each run and returns the first one left. The pump
+//! waits on the whole set whether or not a task waits (data the library queued goes out), and
+//! on kicks and calls; on the deadline only while a task waits, unless built with
+//! [`idle_stop(false)`](crate::Builder::idle_stop) — which a library whose timers are its
+//! protocol's (keep-alives, retransmissions, a bus's reply timeouts) needs.
 //!
 //! ```
 //! # #[cfg(unix)]

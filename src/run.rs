@@ -6,8 +6,9 @@ use crate::Cause;
 
 /// What `run_once` of a loop on its own thread is told about this run
 /// ([`Builder::build_with_state`](crate::Builder::build_with_state)): why it happens, whether the
-/// deadline it reported came, and which of its descriptors are ready — so no binding keeps
-/// deadline bookkeeping of its own or asks the set itself.
+/// deadline it reported came, and which of its descriptors are ready — so a binding of a library
+/// with one timer (curl's) keeps no deadline of its own, and none asks the set itself (one with
+/// many timeouts keeps them ordered: the guide's "Descriptor callbacks").
 ///
 /// # Examples
 ///
@@ -119,7 +120,10 @@ impl<'a> Run<'a> {
     /// The registrations of the pump's descriptor set ([`Setup::descriptors`](crate::Setup::descriptors))
     /// that are ready, asked of the kernel on the first call in this run (later calls hand the
     /// same list). Empty without a set. The list is the run's own: the library's callbacks may
-    /// watch and unwatch in the set while it is handled.
+    /// watch and unwatch in the set while it is handled, so an entry may name a registration
+    /// that a callback for an earlier entry removed or changed — or, if the binding reuses
+    /// tokens (a freed watch's address), one made since under the same token: look each token
+    /// up among the library's live watches before handling it.
     ///
     /// # Examples
     ///

@@ -24,9 +24,11 @@ use super::ready::{Interest, RawDescriptor, Ready};
 /// the loop hands out what [`ready`](Descriptors::ready) returned (an owned list: nothing of the
 /// set is borrowed while the library handles it).
 ///
-/// Each registration has a **token** the binding chooses (the socket's number for curl, a
-/// watch's address for D-Bus): the set hands it back with each readiness, and it names the
-/// registration to change or remove. Several registrations may watch one descriptor, each with
+/// Each registration has a **token** the binding chooses (the socket's number for curl, an id
+/// of each watch for D-Bus): the set hands it back with each readiness, and it names the
+/// registration to change or remove. A token reused within one run (a watch's address, freed
+/// and allocated again by a callback) is met by the run's list of the first registration's
+/// readiness ([`Run::ready`](crate::Run::ready) is that run's own). Several registrations may watch one descriptor, each with
 /// its own interest (a read watch and a write watch on one socket); the set watches the
 /// descriptor for what they ask together and hands each registration what it asked for.
 ///
@@ -47,7 +49,10 @@ use super::ready::{Interest, RawDescriptor, Ready};
 /// open file is not the one watched. If not — closed, or taken by a new file — nothing is
 /// handed for it, its registrations are let go of as if unwatched, and the set moves the others
 /// to a new kernel instance, leaving the old file behind: the pump does not spin, and a new file
-/// under the number is watched only when the library watches it (then as the new file). The
+/// under the number is watched only when the library watches it (then as the new file) — each
+/// registration it wants on it: a library that keeps two watches on the number (D-Bus's read
+/// and write watch), reuses it without telling and then watches again through one, has only
+/// that one on the new file. The
 /// new instance takes none of the numbers the kernel took a watch of, where there is room above
 /// them, so a number the library closed stays closed for it: listed again, it is refused
 /// (`EBADF`), and the library's own `poll()` of it says `POLLNVAL`. On kqueue and event ports a
