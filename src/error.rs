@@ -56,6 +56,10 @@ pub enum Error {
     /// The readiness trigger ([`Builder::run_on_readable`](crate::Builder::run_on_readable))
     /// could not be set up, or waiting on it failed; the pump is stopped.
     Trigger(io::ErrorKind),
+    /// async-io's reactor, which runs the pump's timers, could not start: its first use in this
+    /// process found no descriptor free (async-io panics then; the pump says so instead). A
+    /// spawn refused for it leaves the pump as it was; try again once descriptors are free.
+    ReactorUnavailable,
     /// The library dropped a request's [`Completer`](crate::Completer) without completing it
     /// ([`LoopHandle::request`](crate::LoopHandle::request)): no value will come.
     Unanswered,
@@ -107,6 +111,9 @@ impl fmt::Display for Error {
             Error::ThreadSpawn(kind) => write!(f, "could not start the pump thread: {kind}"),
             Error::Trigger(kind) => write!(f, "the pump's readiness trigger failed: {kind}"),
             Error::Factory(error) => write!(f, "the loop's factory failed: {error}"),
+            Error::ReactorUnavailable => {
+                f.write_str("async-io's reactor could not start (no descriptor free?)")
+            }
             Error::Unanswered => {
                 f.write_str("the C library dropped the request without completing it")
             }
@@ -136,7 +143,7 @@ impl From<Error> for io::Error {
             Error::ThreadSpawn(kind) | Error::Trigger(kind) => kind,
             Error::Panicked => io::ErrorKind::Other,
             Error::Unanswered => io::ErrorKind::UnexpectedEof,
-            Error::Factory(_) => io::ErrorKind::Other,
+            Error::Factory(_) | Error::ReactorUnavailable => io::ErrorKind::Other,
         };
         io::Error::new(kind, err)
     }

@@ -129,7 +129,11 @@ impl Pump {
     /// says which one it used.
     ///
     /// The pump is counted as driven as soon as this returns, so waits may start at once.
-    /// Spawning twice is harmless: the second driver stands by.
+    /// Spawning twice is harmless: the second driver stands by. Where the system refuses the
+    /// thread the backend needs, the pump closes (unless another driver drives it); where
+    /// async-io's reactor cannot start (out of descriptors at its first use), it fails with
+    /// [`Error::ReactorUnavailable`]: its waits end with that — [`spawn_on`](Pump::spawn_on)
+    /// says both as errors.
     ///
     /// # Examples
     ///
@@ -144,10 +148,13 @@ impl Pump {
     pub fn spawn(&self) -> Backend {
         // Available by `detect`'s rule, asked once (for tokio that spawns a no-op task).
         let backend = Backend::detect();
-        if let Err(err) = self.spawn_available(backend) {
-            // Only the thread backend can fail here; that failure has closed the pump (unless
-            // another driver drives it).
-            debug_assert!(matches!(err, Error::ThreadSpawn(_)), "{err}");
+        match self.spawn_available(backend) {
+            // Nothing can drive the pump: its waits end with why, rather than never.
+            Err(Error::ReactorUnavailable) => self.core().fail(Error::ReactorUnavailable),
+            // A thread refused (the thread backend's, or a runtime's first) has closed the pump
+            // as its driver went, unless another driver drives it.
+            Err(err) => debug_assert!(matches!(err, Error::ThreadSpawn(_)), "{err}"),
+            Ok(()) => {}
         }
         backend
     }
@@ -158,8 +165,11 @@ impl Pump {
     ///
     /// [`Error::BackendUnavailable`] if `backend` is not compiled in or (tokio) there is no current
     /// runtime, or it is shut down; nothing is spawned then (see [`Backend::is_available`]).
-    /// [`Error::ThreadSpawn`] if [`Backend::Thread`] cannot start its thread; the pump is closed
-    /// then, unless another driver drives it.
+    /// [`Error::ThreadSpawn`] if [`Backend::Thread`] cannot start its thread, or smol or
+    /// async-std cannot start their executor's threads at their first spawn; the pump is closed
+    /// then, unless another driver drives it. [`Error::ReactorUnavailable`] if async-io's reactor
+    /// cannot start (its first use in the process, with no descriptor free); nothing is spawned
+    /// then, and the pump stays as it was.
     ///
     /// # Examples
     ///
@@ -183,6 +193,8 @@ impl Pump {
 
     /// Spawns the pump future on `backend`, which the caller found available.
     fn spawn_available(&self, backend: Backend) -> Result<(), Error> {
+        // Before the driver is made: refused, the pump stays as it was.
+        crate::reactor::available()?;
         self.core().span.driven_by(backend.label());
         backend::spawn(backend, self.run())
     }

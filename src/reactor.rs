@@ -75,3 +75,24 @@ mod stand_in {
         }
     }
 }
+
+/// Whether async-io's reactor is up, or comes up now: it panics on its first use in a process
+/// with no descriptor free, and every pump's timer stands on it. A timer polled once brings it
+/// up and goes again.
+#[cfg(not(loom))]
+pub(crate) fn available() -> Result<(), crate::Error> {
+    let up = std::panic::catch_unwind(|| {
+        let mut probe = Timer::after(std::time::Duration::from_secs(3600));
+        futures_lite::future::block_on(futures_lite::future::poll_once(&mut probe))
+    });
+    up.map(drop).map_err(|payload| {
+        crate::unwind::forget_payload(payload);
+        crate::Error::ReactorUnavailable
+    })
+}
+
+/// The stand-ins have no reactor to bring up.
+#[cfg(loom)]
+pub(crate) fn available() -> Result<(), crate::Error> {
+    Ok(())
+}

@@ -124,9 +124,9 @@ impl Backend {
 pub(crate) fn spawn(backend: Backend, run: Driver) -> Result<(), Error> {
     match backend {
         #[cfg(feature = "smol")]
-        Backend::Smol => smol::spawn(run),
+        Backend::Smol => smol::spawn(run)?,
         #[cfg(feature = "async-std")]
-        Backend::AsyncStd => async_std::spawn(run),
+        Backend::AsyncStd => async_std::spawn(run)?,
         #[cfg(feature = "tokio")]
         Backend::Tokio => tokio::spawn(run),
         Backend::Thread => thread::spawn(run)?,
@@ -134,4 +134,14 @@ pub(crate) fn spawn(backend: Backend, run: Driver) -> Result<(), Error> {
         _ => return Err(Error::BackendUnavailable(backend)),
     }
     Ok(())
+}
+
+/// Runs a runtime's spawn, which panics where the system refuses the threads it starts on its
+/// first spawn: [`Error::ThreadSpawn`] then (the runtime does not say why).
+#[cfg(any(feature = "smol", feature = "async-std"))]
+fn caught_refusal(spawn: impl FnOnce()) -> Result<(), Error> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(spawn)).map_err(|payload| {
+        crate::unwind::forget_payload(payload);
+        Error::ThreadSpawn(std::io::ErrorKind::Other)
+    })
 }

@@ -91,6 +91,10 @@ where
                 Ok(trigger) => trigger,
                 Err(why) => return fail(&core, &made, why),
             };
+            // Its timers stand on async-io's reactor: the constructor hears if it cannot start.
+            if let Err(why) = crate::reactor::available() {
+                return fail(&core, &made, why);
+            }
             let _ = made.send(Ok(()));
             let Owned {
                 calls,

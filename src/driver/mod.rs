@@ -74,6 +74,12 @@ pub(crate) async fn drive<L: FnMut(Cause) -> Option<Next>>(
     mut local: Option<L>,
     own_trigger: Option<&crate::trigger::Trigger>,
 ) {
+    // A driver the caller runs itself (`Pump::run`) may be the process's first use of async-io,
+    // whose reactor panics then if no descriptor is free: the pump fails with why instead.
+    if let Err(why) = crate::reactor::available() {
+        core.fail(why);
+        return;
+    }
     let mut wakeups = match Wakeups::new(core, own_trigger) {
         Ok(wakeups) => wakeups,
         Err(why) => {

@@ -1,0 +1,200 @@
+//! The process's first use of async-io, and of a runtime's threads, where the system has none to
+//! give. Both are process-wide and happen once per process: each test runs its body alone in a
+//! child process (this binary run again on that one test), with its output in a file.
+#![cfg(all(
+    target_os = "linux",
+    feature = "smol",
+    feature = "async-std",
+    feature = "tokio"
+))]
+
+use std::fs::File;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ffi_pump::{Backend, Error, Pump};
+use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+
+/// Set in the child: run the body, not the child.
+const CHILD: &str = "FFI_PUMP_FIRST_USE_CHILD";
+
+/// Runs test `name` alone in a child process; its output on failure. Killed after 60 s (a
+/// hang is a failure too).
+fn in_child(name: &str) -> Result<(), String> {
+    let log = std::env::temp_dir().join(format!("ffi-pump-{name}-{}.log", std::process::id()));
+    let out = File::create(&log).expect("a log file");
+    let mut child = Command::new(std::env::current_exe().expect("this test binary"))
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1")
+        .stdout(Stdio::from(out.try_clone().expect("the log again")))
+        .stderr(Stdio::from(out))
+        .spawn()
+        .expect("the child starts");
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("the child's status") {
+            break Some(status);
+        }
+        if started.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let _ = std::fs::remove_file(&log);
+    match status {
+        Some(status) if status.success() && text.contains("1 passed") => Ok(()),
+        Some(status) => Err(format!("child ended with {status}:\n{text}")),
+        None => Err(format!("child hung, killed after 60 s:\n{text}")),
+    }
+}
+
+/// In the child, runs the body; in the parent, the child.
+macro_rules! alone {
+    ($(#[doc = $doc:literal])* fn $name:ident() $body:block) => {
+        $(#[doc = $doc])*
+        #[test]
+        fn $name() {
+            if std::env::var_os(CHILD).is_some() {
+                $body
+            } else if let Err(failed) = in_child(stringify!($name)) {
+                panic!("{failed}");
+            }
+        }
+    };
+}
+
+/// Lowers the limit of open descriptors to a few above the highest open, and takes every number
+/// left; dropping it gives them back and restores the limit.
+struct NoDescriptorFree {
+    taken: Vec<File>,
+    saved: Rlimit,
+}
+
+impl NoDescriptorFree {
+    fn now() -> NoDescriptorFree {
+        let highest = (std::fs::read_dir("/proc/self/fd").expect("/proc/self/fd"))
+            .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u64>().ok())
+            .max()
+            .expect("some descriptor");
+        let saved = getrlimit(Resource::Nofile);
+        let lowered = Rlimit {
+            current: Some(highest + 1 + 16),
+            maximum: saved.maximum,
+        };
+        setrlimit(Resource::Nofile, lowered).expect("the limit lowers");
+        let mut taken = Vec::new();
+        while let Ok(file) = File::open("/dev/null") {
+            taken.push(file);
+        }
+        assert!(
+            File::open("/dev/null").is_err(),
+            "a descriptor is still free"
+        );
+        NoDescriptorFree { taken, saved }
+    }
+}
+
+impl Drop for NoDescriptorFree {
+    fn drop(&mut self) {
+        self.taken.clear();
+        setrlimit(Resource::Nofile, self.saved).expect("the limit comes back");
+    }
+}
+
+alone! {
+    /// Found by a hostile probe: with no descriptor free at async-io's first use, its reactor
+    /// panicked on the pump's thread; `build_with_state` and `spawn_on` had said `Ok`, and the
+    /// pump closed with no reason (`Closed`, `panicked: false`); smol's executor thread panicked
+    /// again and again (~12 700 times a second). Each is refused now, leaving the pump open; a
+    /// `spawn()`, which returns no error, fails the pump with the reason.
+    fn async_ios_first_use_with_no_descriptor_free_is_refused_with_why() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let full = NoDescriptorFree::now();
+        let built = Pump::builder().build_with_state(|_| Ok(()), |_, _| None);
+        assert!(built.is_err(), "a loop on its thread said Ok: {:?}", built.map(|_| ()));
+        let pump = Pump::builder()
+            .interval(Duration::from_millis(1))
+            .build(|| {})
+            .expect("a pump in the pump needs no descriptor");
+        for backend in [Backend::Thread, Backend::Smol, Backend::AsyncStd] {
+            let spawned = pump.spawn_on(backend);
+            assert_eq!(spawned, Err(Error::ReactorUnavailable), "{backend:?}");
+        }
+        let spawned = {
+            let _entered = rt.enter();
+            pump.spawn_on(Backend::Tokio)
+        };
+        assert_eq!(spawned, Err(Error::ReactorUnavailable), "tokio");
+        assert!(!pump.is_closed(), "a refused spawn leaves the pump open");
+        let unchecked = Pump::builder().build(|| {}).expect("a pump");
+        unchecked.spawn();
+        let waited = futures_lite::future::block_on(unchecked.wait_until(|| true));
+        assert_eq!(waited, Err(Error::ReactorUnavailable), "spawn() fails the pump with why");
+        drop(full);
+        // Descriptors free again: the same pump is driven, and a loop on its thread starts.
+        pump.spawn_on(Backend::Thread).expect("spawned now");
+        assert_eq!(async_io::block_on(pump.turn()), Ok(()));
+        let (_pump, handle) = Pump::builder()
+            .build_with_state(|_| Ok(5), |_, _| None)
+            .expect("built now");
+        assert_eq!(async_io::block_on(handle.call(|five| *five)), Ok(5));
+    }
+}
+
+/// Caps the address space a little above what is mapped now, so no thread's stack fits;
+/// dropping it restores the limit.
+struct NoThreadFits(Rlimit);
+
+impl NoThreadFits {
+    fn now() -> NoThreadFits {
+        let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+        let mapped_kb = (status.lines())
+            .find_map(|line| line.strip_prefix("VmSize:"))
+            .and_then(|rest| rest.trim().strip_suffix("kB"))
+            .and_then(|kb| kb.trim().parse::<u64>().ok())
+            .expect("VmSize");
+        let saved = getrlimit(Resource::As);
+        let capped = Rlimit {
+            current: Some(mapped_kb * 1024 + 512 * 1024),
+            maximum: saved.maximum,
+        };
+        setrlimit(Resource::As, capped).expect("the address space caps");
+        NoThreadFits(saved)
+    }
+}
+
+impl Drop for NoThreadFits {
+    fn drop(&mut self) {
+        setrlimit(Resource::As, self.0).expect("the limit comes back");
+    }
+}
+
+alone! {
+    /// Found by a hostile probe: with the system refusing threads before smol's or async-std's
+    /// executor had started, `spawn_on` panicked (the runtime's "cannot spawn executor
+    /// thread"), where `Backend::Thread` says `ThreadSpawn`. Both say it now.
+    fn a_runtime_whose_threads_the_system_refuses_is_a_spawn_error() {
+        // async-io's reactor comes up first: the threads are what is refused.
+        async_io::block_on(async_io::Timer::after(Duration::from_millis(1)));
+        let pumps = [Pump::new(|| {}), Pump::new(|| {}), Pump::new(|| {})];
+        let capped = NoThreadFits::now();
+        assert!(std::thread::Builder::new().spawn(|| ()).is_err(), "threads still start");
+        let spawned: Vec<_> = [Backend::Smol, Backend::AsyncStd, Backend::Thread]
+            .into_iter()
+            .zip(&pumps)
+            .map(|(backend, pump)| (backend, pump.spawn_on(backend)))
+            .collect();
+        drop(capped);
+        for (backend, spawned) in spawned {
+            assert!(matches!(spawned, Err(Error::ThreadSpawn(_))), "{backend:?}: {spawned:?}");
+        }
+        assert!(pumps.iter().all(Pump::is_closed), "each driver went with its refusal");
+    }
+}
