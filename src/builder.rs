@@ -227,6 +227,8 @@ impl Builder {
     /// readiness, also when a new file took its number: an eventfd made again, whose inode every
     /// eventfd shares, is told apart by the kernel on Linux), the pump stops: every wait ends
     /// with [`Error::Trigger`] instead of the pump spinning on a duplicate left readable forever.
+    /// The duplicate, and for what is not a socket the kernel entry that tells such a new file,
+    /// are made here: with no descriptor free for either, `build` returns [`Error::Trigger`].
     ///
     /// # Latency
     ///

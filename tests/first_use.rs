@@ -198,3 +198,29 @@ alone! {
         assert!(pumps.iter().all(Pump::is_closed), "each driver went with its refusal");
     }
 }
+
+alone! {
+    /// Found by a hostile probe: `run_on_readable` on a pipe (not a socket: a new file under its
+    /// number may share its inode) with one descriptor free took it for the pump's duplicate,
+    /// and the kernel entry that tells a new file under the number failed in silence; the
+    /// library then replaced its descriptor under the same number, unnoticed, and the pump ran
+    /// 27 000 – 330 000 times a second on the old one. The build is refused now (also once
+    /// numbers are free again: the builder was told at the limit), as with no number for the
+    /// duplicate.
+    fn a_pipe_given_with_one_descriptor_free_is_refused() {
+        async_io::block_on(async_io::Timer::after(Duration::from_millis(1)));
+        let (reader, _writer) = rustix::pipe::pipe().expect("a pipe");
+        let mut full = NoDescriptorFree::now();
+        full.taken.pop(); // one number free: the duplicate's
+        let told = Pump::builder().run_on_readable(&reader);
+        drop(full);
+        let built = told.build(|| {});
+        assert!(
+            matches!(built, Err(Error::Trigger(_))),
+            "{:?}",
+            built.map(|_| ())
+        );
+        let built = Pump::builder().run_on_readable(&reader).build(|| {});
+        assert!(built.is_ok(), "with numbers to spare: {:?}", built.map(|_| ()));
+    }
+}

@@ -29,19 +29,25 @@ struct Origin {
 }
 
 impl Origin {
-    fn of(fd: &impl AsFd) -> Option<Origin> {
+    /// `Err` when the kernel entry a file that is not a socket needs cannot be made (no
+    /// descriptor free): without it a new file under the number would go unnoticed.
+    fn of(fd: &impl AsFd) -> io::Result<Option<Origin>> {
         let fd = fd.as_fd().as_raw_fd();
-        let file = FileId::of(fd)?;
+        let Some(file) = FileId::of(fd) else {
+            return Ok(None);
+        };
+        let entry = match file.is_a_socket() {
+            true => None,
+            false => Some(Instance::new()?),
+        };
         // Nests what it watches (a set's duplicate, say): not while a set moves (see `nesting`).
-        let entry = (!file.is_a_socket())
-            .then(Instance::new)
-            .and_then(Result::ok)
+        let entry = entry
             .filter(|entry| {
                 let _nesting = super::nesting();
                 entry.control(true, fd, 0, Interest::READABLE).is_ok()
             })
             .map(Arc::new);
-        Some(Origin { fd, file, entry })
+        Ok(Some(Origin { fd, file, entry }))
     }
 
     /// Whether the library's descriptor number still refers to the same file.
@@ -68,7 +74,11 @@ impl TriggerFd {
         // dropped by its owner is never readable again).
         let a_set = super::set::is_a_live_set(fd.as_fd().as_raw_fd());
         if trigger.duplicate.is_ok() && !a_set {
-            trigger.origin = Origin::of(&fd);
+            match Origin::of(&fd) {
+                Ok(origin) => trigger.origin = origin,
+                // Refused as a duplicate refused is: `build` says why.
+                Err(err) => trigger.duplicate = Err(err.kind()),
+            }
         }
         trigger
     }
