@@ -48,7 +48,9 @@ use super::ready::{Interest, RawDescriptor, Ready};
 /// with their new open file — one `epoll_ctl` more, which the kernel refuses for a number whose
 /// open file is not the one watched. If not — closed, or taken by a new file — nothing is
 /// handed for it, its registrations are let go of as if unwatched, and the set moves the others
-/// to a new kernel instance, leaving the old file behind: the pump does not spin, and a new file
+/// to a new kernel instance (made ahead, one descriptor per set, so that a move needs no free
+/// number: at the limit of open files a second move before one is free for the next instance
+/// leaves the pump running until one is), leaving the old file behind: the pump does not spin, and a new file
 /// under the number is watched only when the library watches it (then as the new file) — each
 /// registration it wants on it: a library that keeps two watches on the number (D-Bus's read
 /// and write watch), reuses it without telling and then watches again through one, has only
@@ -155,6 +157,12 @@ struct Table {
     /// below it where there is room (see [`Descriptors::move_to_new_instance`]).
     #[cfg(unix)]
     highest: RawDescriptor,
+    /// The next move's inner instance, made ahead while there is room: a move at the limit of
+    /// open files needs no new descriptor (the leftover it leaves would keep the set readable,
+    /// and the pump running, until one was free). Its number has been the set's since before
+    /// every watch after it, so it is none the library closed while watched.
+    #[cfg(unix)]
+    spare: Option<Instance>,
 }
 
 #[derive(Clone, Copy)]
@@ -293,6 +301,9 @@ impl Descriptors {
                     suspect: HashSet::new(),
                     #[cfg(unix)]
                     highest: -1,
+                    // Without one (out of descriptors already), the first move makes its own.
+                    #[cfg(unix)]
+                    spare: Instance::new().ok(),
                 }),
             }),
         })
@@ -673,7 +684,10 @@ impl Descriptors {
         // it again (GLib's query lists what its sources hold) must find it closed, as `poll()`
         // would (`POLLNVAL`), not the set's own instance under it, which looks ready whenever a
         // registration is (a probe saw a GLib watch on a closed number told `G_IO_IN`).
-        let instance = Instance::new_above(table.highest)?;
+        let instance = match table.spare.take() {
+            Some(spare) => spare,
+            None => Instance::new_above(table.highest)?,
+        };
         // A number that no longer names its file (asked of the old instance) is let go of, not
         // handed to the new one as the file it names now.
         let gone: Vec<RawDescriptor> = (table.fds.iter())
@@ -721,6 +735,7 @@ impl Descriptors {
         table.instance = instance;
         // Nothing of the old instance is left to come back.
         table.suspect.clear();
+        table.spare = Instance::new_above(table.highest).ok();
         Ok(())
     }
 

@@ -1,6 +1,7 @@
-//! The process's first use of async-io, and of a runtime's threads, where the system has none to
-//! give. Both are process-wide and happen once per process: each test runs its body alone in a
-//! child process (this binary run again on that one test), with its output in a file.
+//! Where the system has no descriptor or thread to give: at async-io's first use, a runtime's
+//! first threads, a trigger's look-up entry, a set's move. Limits are process-wide, and a first
+//! use happens once per process: each test runs its body alone in a child process (this binary
+//! run again on that one test), with its output in a file.
 #![cfg(all(
     target_os = "linux",
     feature = "smol",
@@ -16,7 +17,7 @@ use ffi_pump::{Backend, Error, Pump};
 use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
 
 /// Set in the child: run the body, not the child.
-const CHILD: &str = "FFI_PUMP_FIRST_USE_CHILD";
+const CHILD: &str = "FFI_PUMP_EXHAUSTED_CHILD";
 
 /// Runs test `name` alone in a child process; its output on failure. Killed after 60 s (a
 /// hang is a failure too).
@@ -222,5 +223,71 @@ alone! {
         );
         let built = Pump::builder().run_on_readable(&reader).build(|| {});
         assert!(built.is_ok(), "with numbers to spare: {:?}", built.map(|_| ()));
+    }
+}
+
+alone! {
+    /// Found by a hostile probe: a library closed a watched pipe without unwatching it, a
+    /// duplicate kept the file open, and data came with no descriptor free: the set could not
+    /// make the new inner instance that leaves the leftover report behind, and the pump ran
+    /// 10 000 - 150 000 times a second, with nothing handed, until a number was free (a loop
+    /// on its thread, and a pump given the set). The move takes an instance made ahead now.
+    fn a_set_that_must_move_with_no_descriptor_free_does_not_spin() {
+        use std::os::fd::AsRawFd;
+        use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+        use std::sync::Arc;
+        async_io::block_on(async_io::Timer::after(Duration::from_millis(1)));
+        for on_its_thread in [true, false] {
+            let (reader, writer) = rustix::pipe::pipe().expect("a pipe");
+            let elsewhere = rustix::io::dup(&reader).expect("a duplicate"); // a forked child's
+            let number = reader.as_raw_fd();
+            let runs = Arc::new(AtomicU64::new(0));
+            let counted = runs.clone();
+            let pump = if on_its_thread {
+                let (pump, _handle) = Pump::builder()
+                    .build_with_state(
+                        move |setup| {
+                            let set = setup.descriptors()?;
+                            set.watch(number, ffi_pump::Interest::READABLE, 1)?;
+                            Ok(set)
+                        },
+                        move |_, run| {
+                            counted.fetch_add(1, SeqCst);
+                            assert!(run.ready().is_empty(), "nothing is handed");
+                            None
+                        },
+                    )
+                    .expect("built");
+                pump
+            } else {
+                let set = ffi_pump::Descriptors::new().expect("a set");
+                set.watch(number, ffi_pump::Interest::READABLE, 1).expect("watched");
+                let kept = set.clone();
+                let pump = Pump::builder()
+                    .run_on_readable(&set)
+                    .build(move || {
+                        counted.fetch_add(1, SeqCst);
+                        assert!(kept.ready().is_empty(), "nothing is handed");
+                        None
+                    })
+                    .expect("built");
+                pump.spawn_on(Backend::Thread).expect("spawned");
+                pump
+            };
+            async_io::block_on(pump.turn()).expect("open");
+            drop(reader); // closed first, never unwatched
+            let full = NoDescriptorFree::now();
+            rustix::io::write(&writer, b"x").expect("written");
+            let before = runs.load(SeqCst);
+            std::thread::sleep(Duration::from_millis(500));
+            let during = runs.load(SeqCst) - before;
+            drop(full);
+            assert!(
+                during < 50,
+                "on its thread {on_its_thread}: {during} runs in 500 ms with nothing handed"
+            );
+            assert_eq!(async_io::block_on(pump.turn()), Ok(()), "still turns");
+            drop(elsewhere);
+        }
     }
 }
