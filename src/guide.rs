@@ -144,8 +144,9 @@
 //! merges the entries of one [`fd`](crate::Ready::fd) first, or it processes that descriptor
 //! twice. When its timer callback fires, keep the instant and return it from `run_once`;
 //! [`Run::deadline_passed`] says when it came. A library with many timeouts
-//! (`dbus_connection_set_timeout_functions`, Avahi's `AvahiPoll`) keeps them in an ordered set
-//! of `(Instant, id)`, fires those due at each run and returns the first one left. The pump
+//! (`dbus_connection_set_timeout_functions`, Avahi's `AvahiPoll`) takes the loop's
+//! [`Timeouts`](crate::Timeouts) ([`Setup::timeouts`]) for its timeout callbacks, each under a
+//! token, and handles [`Run::expired`] at each run: the first timeout is the loop's deadline. The pump
 //! waits on the whole set whether or not a task waits (data the library queued goes out), and
 //! on kicks and calls; on the deadline only while a task waits, unless built with
 //! [`idle_stop(false)`](crate::Builder::idle_stop) — which a library whose timers are its
@@ -367,6 +368,8 @@
 //! [`Builder::build`]: crate::Builder::build
 //! [`Builder::build_with_state`]: crate::Builder::build_with_state
 //! [`Setup::descriptors`]: crate::Setup::descriptors
+//! [`Setup::timeouts`]: crate::Setup::timeouts
+//! [`Run::expired`]: crate::Run::expired
 //! [`Run::ready`]: crate::Run::ready
 //! [`Run::deadline_passed`]: crate::Run::deadline_passed
 //! [`LoopHandle`]: crate::LoopHandle

@@ -142,7 +142,9 @@
 //! The descriptor set ([`Descriptors`]) is there wherever the loop lives: on its own thread from
 //! [`Setup::descriptors`], in the pump as `Descriptors::new()` given to
 //! [`Builder::run_on_readable`], on every platform. Either way every cell above also runs whenever a
-//! registration in the set is ready.
+//! registration in the set is ready. A loop on its own thread may also keep a library's many
+//! timeouts in the pump ([`Setup::timeouts`], [`Timeouts`]): the first one is its deadline too
+//! (a ticking loop looks at them at its ticks).
 //!
 //! What each costs: a loop in the pump runs on whichever executor thread drives the pump (no
 //! thread of its own, but `run_once` must not block); a loop on its own thread costs that thread
@@ -225,6 +227,7 @@ mod stats;
 mod strategy;
 mod subscription;
 mod sync;
+mod timeouts;
 mod trace;
 mod trigger;
 mod turn;
@@ -247,6 +250,7 @@ pub use setup::{FactoryError, Setup};
 pub use stats::Stats;
 pub use strategy::Strategy;
 pub use subscription::{Emitter, Subscription};
+pub use timeouts::Timeouts;
 pub use trigger::{Descriptors, Interest, RawDescriptor, Ready};
 pub use turn::Turn;
 pub use wait::{WaitFor, WaitKey, WaitUntil};

@@ -7,8 +7,9 @@ use crate::Cause;
 /// What `run_once` of a loop on its own thread is told about this run
 /// ([`Builder::build_with_state`](crate::Builder::build_with_state)): why it happens, whether the
 /// deadline it reported came, and which of its descriptors are ready — so a binding of a library
-/// with one timer (curl's) keeps no deadline of its own, and none asks the set itself (one with
-/// many timeouts keeps them ordered: the guide's "Descriptor callbacks").
+/// with one timer (curl's) keeps no deadline of its own, one with many sets them in the loop's
+/// [`Timeouts`](crate::Timeouts) and is handed those that fell due, and none asks the set
+/// itself.
 ///
 /// # Examples
 ///
@@ -40,6 +41,7 @@ pub struct Run<'a> {
     pub(crate) set: Option<&'a crate::Descriptors>,
     pub(crate) ready: std::cell::OnceCell<Vec<crate::Ready>>,
     pub(crate) spare: std::cell::Cell<Vec<crate::Ready>>,
+    pub(crate) expired: Vec<u64>,
 }
 
 impl fmt::Debug for Run<'_> {
@@ -59,6 +61,7 @@ impl<'a> Run<'a> {
             set: None,
             ready: std::cell::OnceCell::new(),
             spare: std::cell::Cell::new(Vec::new()),
+            expired: Vec::new(),
         }
     }
 
@@ -162,5 +165,34 @@ impl<'a> Run<'a> {
             }
             ready
         })
+    }
+
+    /// The tokens of the loop's [`Timeouts`](crate::Timeouts) that fell due by this run's start,
+    /// earliest first, each handed once (they are out of the timeouts now: a repeating one is
+    /// set again). Empty without timeouts.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::Pump;
+    /// use std::time::Instant;
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let (pump, library) = Pump::builder().build_with_state(
+    ///     |setup| Ok((setup.timeouts(), Vec::new())),
+    ///     |(_, fired): &mut (ffi_pump::Timeouts, Vec<u64>), run| {
+    ///         fired.extend_from_slice(run.expired());
+    ///         None
+    ///     },
+    /// )?;
+    /// library.call(|(timeouts, _)| timeouts.set(3, Instant::now())).await?; // due at once
+    /// pump.turn().await?;
+    /// let fired = library.call(|(timeouts, fired)| (timeouts.len(), fired.clone())).await?;
+    /// assert_eq!(fired, (0, vec![3]));
+    /// # Ok::<(), ffi_pump::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn expired(&self) -> &[u64] {
+        &self.expired
     }
 }

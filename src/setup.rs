@@ -49,6 +49,7 @@ pub type FactoryError = Box<dyn std::error::Error + Send + Sync + 'static>;
 pub struct Setup {
     core: Arc<Core>,
     pub(crate) descriptors: Option<crate::Descriptors>,
+    pub(crate) timeouts: Option<crate::Timeouts>,
 }
 
 impl fmt::Debug for Setup {
@@ -64,6 +65,7 @@ impl Setup {
         Setup {
             core,
             descriptors: None,
+            timeouts: None,
         }
     }
 
@@ -149,5 +151,37 @@ impl Setup {
             self.descriptors = Some(crate::Descriptors::new()?);
         }
         Ok(self.descriptors.clone().expect("made above"))
+    }
+
+    /// The loop's [`Timeouts`](crate::Timeouts), for a library that asks its host for timeouts
+    /// (D-Bus, Avahi, c-ares): the loop runs when the first falls due, and
+    /// [`Run::expired`](crate::Run::expired) hands those whose time came. Made on the first
+    /// call; later calls hand the same timeouts.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::Pump;
+    /// use std::time::{Duration, Instant};
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let (_pump, library) = Pump::builder().build_with_state(
+    ///     |setup| {
+    ///         let timeouts = setup.timeouts();
+    ///         timeouts.set(1, Instant::now() + Duration::from_secs(60)); // timeout_new()
+    ///         Ok(timeouts)
+    ///     },
+    ///     |_, _| None,
+    /// )?;
+    /// assert_eq!(library.call(|timeouts| timeouts.len()).await?, 1);
+    /// # Ok::<(), ffi_pump::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn timeouts(&mut self) -> crate::Timeouts {
+        let kicker = self.kicker();
+        (self
+            .timeouts
+            .get_or_insert_with(|| crate::Timeouts::new(kicker)))
+        .clone()
     }
 }

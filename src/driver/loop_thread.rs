@@ -13,7 +13,7 @@ use crate::calls::Calls;
 use crate::core::Core;
 use crate::reentry::Inside;
 use crate::setup::FactoryError;
-use crate::{Error, IntoNext, Next, Run, Setup};
+use crate::{Error, IntoNext, Next, Run, Setup, Timeouts};
 
 /// The thread's name: the loop lives on it.
 const THREAD_NAME: &str = "ffi-pump-loop";
@@ -87,6 +87,7 @@ where
                 return fail(&core, &made, why);
             }
             let set = setup.descriptors.take();
+            let timeouts = setup.timeouts.take();
             let own_trigger = match set.as_ref().map(crate::trigger::own_trigger).transpose() {
                 Ok(trigger) => trigger,
                 Err(why) => return fail(&core, &made, why),
@@ -107,25 +108,40 @@ where
             };
             let mut last_deadline = None;
             let mut spare = Vec::new();
+            let mut expired = Vec::new();
             let mut run = |cause| {
                 calls.run_all(state, || core.is_closed());
                 // Closed by a call or a post (or meanwhile): the loop is not run again.
                 if core.is_closed() {
                     return None;
                 }
-                let deadline_passed = last_deadline.is_some_and(|at| at <= Instant::now());
+                let now = Instant::now();
+                let deadline_passed = last_deadline.is_some_and(|at| at <= now);
                 let mut context = Run::new(cause, deadline_passed);
                 context.set = set.as_ref();
                 context.spare.set(std::mem::take(&mut spare));
+                if let Some(timeouts) = &timeouts {
+                    context.expired = std::mem::take(&mut expired);
+                    timeouts.take_due(now, &mut context.expired);
+                }
                 let running = crate::reentry::Running::enter(core.id());
                 let next = run_once(state, &context).into_next();
                 drop(running);
                 spare = context.ready.take().unwrap_or_else(|| context.spare.take());
+                expired = std::mem::take(&mut context.expired);
+                expired.clear();
                 last_deadline = match next {
                     Next::At(at) => Some(at),
                     Next::Tick | Next::Idle => None,
                 };
-                Some(next)
+                // The first timeout is the loop's deadline too, unless it ticks (it looks at its
+                // timeouts at its ticks) or its own deadline comes first.
+                let first = timeouts.as_ref().and_then(Timeouts::first);
+                Some(match (next, first) {
+                    (Next::At(at), Some(first)) => Next::At(at.min(first)),
+                    (Next::Idle, Some(first)) => Next::At(first),
+                    (next, _) => next,
+                })
             };
             let driver = drive(&core, Some(&mut run), own_trigger.as_ref());
             crate::trigger::block_on_loop(set.as_ref(), driver);

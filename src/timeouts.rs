@@ -1,0 +1,184 @@
+//! [`Timeouts`]: the timeouts a C library asks its host for, kept by the pump.
+
+use std::collections::{BTreeSet, HashMap};
+use std::fmt;
+use std::sync::Arc;
+use std::thread::ThreadId;
+use std::time::Instant;
+
+use crate::sync::{lock, Mutex};
+use crate::Kicker;
+
+/// The timeouts a C library asks its host for — D-Bus's `add_timeout`, Avahi's `timeout_new`,
+/// c-ares' and libcurl's timers — each under a token the binding chooses, from
+/// [`Setup::timeouts`](crate::Setup::timeouts): the loop runs when the first one falls due, and
+/// [`Run::expired`](crate::Run::expired) hands the tokens whose time came, each once. No ordered
+/// set, no earliest deadline to recompute in the binding.
+///
+/// A handle, as [`Descriptors`](crate::Descriptors) is: `Clone`, `Send + Sync`, every method
+/// takes `&self`, so the library's timeout callbacks keep a clone. A timeout set from another
+/// thread that falls due before every other one kicks the pump, so the loop's thread wakes for
+/// it; set on the loop's thread (in `run_once`, a call, a request's `start`), it counts as the
+/// run ends.
+///
+/// A timeout is one-shot: handed once, it is gone, and a repeating one (D-Bus's) is set again
+/// by the library. Like the deadline `run_once` returns, a timeout wakes the loop only while a
+/// task waits on the pump, unless it was built with
+/// [`idle_stop(false)`](crate::Builder::idle_stop) — which a library whose timeouts are its
+/// protocol's (retransmissions, keep-alives) needs; the next run after hands what fell due
+/// meanwhile. A loop that ticks ([`Next::Tick`](crate::Next::Tick)) looks at its timeouts at
+/// its ticks.
+///
+/// # Examples
+///
+/// ```
+/// use ffi_pump::{Pump, Timeouts};
+/// use std::time::{Duration, Instant};
+///
+/// # futures_lite::future::block_on(async {
+/// use std::sync::atomic::{AtomicBool, Ordering};
+/// use std::sync::Arc;
+///
+/// let fired = Arc::new(AtomicBool::new(false));
+/// let told = fired.clone();
+/// let (pump, _library) = Pump::builder().build_with_state(
+///     |setup| {
+///         let timeouts: Timeouts = setup.timeouts(); // what `timeout_new` would hold
+///         timeouts.set(7, Instant::now() + Duration::from_millis(20));
+///         Ok(timeouts)
+///     },
+///     move |_timeouts, run| {
+///         if run.expired().contains(&7) {
+///             told.store(true, Ordering::SeqCst); // ffi::timeout_handle(timeout 7)
+///         }
+///         None // no deadline of its own: the timeouts are the loop's
+///     },
+/// )?;
+/// // A task waits (the idle rule), and the timeout wakes the loop at its time.
+/// pump.wait_until(move || fired.load(Ordering::SeqCst))
+///     .timeout(Duration::from_secs(5))
+///     .await?;
+/// # Ok::<(), ffi_pump::Error>(())
+/// # }).unwrap();
+/// ```
+#[derive(Clone)]
+pub struct Timeouts {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    table: Mutex<Table>,
+    kicker: Kicker,
+    /// The loop's thread: a timeout set there counts as its run ends, with no kick.
+    home: ThreadId,
+}
+
+#[derive(Default)]
+struct Table {
+    by_token: HashMap<u64, Instant>,
+    in_order: BTreeSet<(Instant, u64)>,
+}
+
+impl Timeouts {
+    pub(crate) fn new(kicker: Kicker) -> Timeouts {
+        Timeouts {
+            inner: Arc::new(Inner {
+                table: Mutex::new(Table::default()),
+                kicker,
+                home: std::thread::current().id(),
+            }),
+        }
+    }
+
+    /// Sets timeout `token` to fall due at `at`: adds it, or moves it if it is set (D-Bus's
+    /// `toggle_timeout`, Avahi's `timeout_update`). An instant already passed is handed at the
+    /// next run.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::Pump;
+    /// use std::time::{Duration, Instant};
+    ///
+    /// # futures_lite::future::block_on(async {
+    /// let (_pump, library) = Pump::builder()
+    ///     .build_with_state(|setup| Ok(setup.timeouts()), |_, _| None)?;
+    /// let later = Instant::now() + Duration::from_secs(60);
+    /// let first = library
+    ///     .call(move |timeouts| {
+    ///         timeouts.set(1, later);
+    ///         timeouts.set(1, later + Duration::from_secs(1)); // moved, not added
+    ///         (timeouts.len(), timeouts.first())
+    ///     })
+    ///     .await?;
+    /// assert_eq!(first, (1, Some(later + Duration::from_secs(1))));
+    /// # Ok::<(), ffi_pump::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn set(&self, token: u64, at: Instant) {
+        let earliest = {
+            let mut table = lock(&self.inner.table);
+            let first = table.in_order.first().map(|&(at, _)| at);
+            if let Some(old) = table.by_token.insert(token, at) {
+                table.in_order.remove(&(old, token));
+            }
+            table.in_order.insert((at, token));
+            first.is_none_or(|first| at < first)
+        };
+        if earliest && std::thread::current().id() != self.inner.home {
+            self.inner.kicker.kick();
+        }
+    }
+
+    /// Removes timeout `token` (D-Bus's `remove_timeout`, Avahi's `timeout_free`): it is not
+    /// handed. Whether it was set.
+    pub fn remove(&self, token: u64) -> bool {
+        let mut table = lock(&self.inner.table);
+        match table.by_token.remove(&token) {
+            Some(at) => table.in_order.remove(&(at, token)),
+            None => false,
+        }
+    }
+
+    /// Whether timeout `token` is set (not handed yet, nor removed).
+    pub fn contains(&self, token: u64) -> bool {
+        lock(&self.inner.table).by_token.contains_key(&token)
+    }
+
+    /// When the first timeout falls due.
+    pub fn first(&self) -> Option<Instant> {
+        lock(&self.inner.table).in_order.first().map(|&(at, _)| at)
+    }
+
+    /// How many timeouts are set.
+    pub fn len(&self) -> usize {
+        lock(&self.inner.table).by_token.len()
+    }
+
+    /// Whether no timeout is set.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Takes out the timeouts due at `now` into `expired`, earliest first.
+    pub(crate) fn take_due(&self, now: Instant, expired: &mut Vec<u64>) {
+        let mut table = lock(&self.inner.table);
+        while let Some(&(at, token)) = table.in_order.first() {
+            if at > now {
+                break;
+            }
+            table.in_order.pop_first();
+            table.by_token.remove(&token);
+            expired.push(token);
+        }
+    }
+}
+
+impl fmt::Debug for Timeouts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Timeouts")
+            .field("len", &self.len())
+            .field("first", &self.first())
+            .finish_non_exhaustive()
+    }
+}

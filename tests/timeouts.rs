@@ -1,0 +1,187 @@
+//! The loop's `Timeouts` (`Setup::timeouts`, `Run::expired`): a library's many timeouts, kept by
+//! the pump, each handed once at its time, with no ordered set or earliest deadline in the
+//! binding.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{eventually, within};
+use ffi_pump::{LoopHandle, Pump, Timeouts};
+
+/// What the library's timeout callbacks saw: each token, with when it was due and handed.
+#[derive(Default)]
+struct Fired {
+    handed: Vec<(u64, Instant)>,
+    runs: usize,
+}
+
+/// A library whose timeouts are all it has: `due` says when each token was set to fall due.
+fn library(
+    idle_stop: bool,
+    due: Vec<(u64, Instant)>,
+) -> (Pump, LoopHandle<Timeouts>, Arc<Mutex<Fired>>) {
+    let fired = Arc::new(Mutex::new(Fired::default()));
+    let seen = fired.clone();
+    let (pump, handle) = Pump::builder()
+        .idle_stop(idle_stop)
+        .build_with_state(
+            move |setup| {
+                let timeouts = setup.timeouts();
+                for (token, at) in due {
+                    timeouts.set(token, at);
+                }
+                Ok(timeouts)
+            },
+            move |_, run| {
+                let now = Instant::now();
+                let mut fired = seen.lock().expect("not poisoned");
+                fired.runs += 1;
+                fired
+                    .handed
+                    .extend(run.expired().iter().map(|&token| (token, now)));
+                None
+            },
+        )
+        .expect("pump thread starts");
+    (pump, handle, fired)
+}
+
+#[test]
+fn a_thousand_timeouts_are_each_handed_once_never_early_and_earliest_first() {
+    let start = Instant::now() + Duration::from_millis(20);
+    // Spread over 200 ms, in no order (a fixed permutation), some sharing an instant.
+    let due: Vec<(u64, Instant)> = (0..1_000_u64)
+        .map(|token| {
+            (
+                token,
+                start + Duration::from_micros((token * 7_919) % 200_000),
+            )
+        })
+        .collect();
+    let (pump, _handle, fired) = library(true, due.clone());
+    futures_lite::future::block_on(within("every timeout is handed", async {
+        let all = fired.clone();
+        pump.wait_until(move || all.lock().expect("not poisoned").handed.len() >= 1_000)
+            .await
+            .expect("open");
+    }));
+    let fired = fired.lock().expect("not poisoned");
+    let mut tokens: Vec<u64> = fired.handed.iter().map(|&(token, _)| token).collect();
+    let in_order: Vec<Instant> = tokens.iter().map(|&token| due[token as usize].1).collect();
+    assert!(
+        in_order.windows(2).all(|pair| pair[0] <= pair[1]),
+        "handed earliest first"
+    );
+    for &(token, at) in &fired.handed {
+        assert!(at >= due[token as usize].1, "token {token} handed early");
+    }
+    tokens.sort_unstable();
+    tokens.dedup();
+    assert_eq!(tokens.len(), 1_000, "each once");
+    // One run per instant at most, and a few more (the wait's first, wake-ups that found
+    // nothing due yet): not a loop run again and again.
+    assert!(fired.runs < 1_100, "{} runs for 1 000 timeouts", fired.runs);
+}
+
+#[test]
+fn a_timeout_set_from_another_thread_before_the_first_wakes_the_loop() {
+    let far = Instant::now() + Duration::from_secs(3_600);
+    let (pump, handle, fired) = library(true, vec![(1, far)]);
+    futures_lite::future::block_on(within("the new first timeout is handed", async {
+        let timeouts = handle
+            .call(|timeouts| timeouts.clone())
+            .await
+            .expect("open");
+        let waiting = {
+            let fired = fired.clone();
+            pump.wait_until(move || {
+                let handed = &fired.lock().expect("not poisoned").handed;
+                handed.iter().any(|&(token, _)| token == 2)
+            })
+        };
+        let set_at = Instant::now();
+        std::thread::spawn(move || timeouts.set(2, set_at + Duration::from_millis(30)))
+            .join()
+            .expect("set");
+        waiting.await.expect("open");
+        let handed = fired.lock().expect("not poisoned").handed.clone();
+        assert_eq!(handed.len(), 1, "only the one due: {handed:?}");
+        assert!(
+            handed[0].1 >= set_at + Duration::from_millis(30),
+            "not before its time"
+        );
+    }));
+}
+
+#[test]
+fn a_removed_timeout_is_never_handed_and_a_moved_one_comes_at_its_new_time() {
+    let soon = Instant::now() + Duration::from_millis(30);
+    let (pump, handle, fired) = library(true, vec![(1, soon), (2, soon)]);
+    let later = futures_lite::future::block_on(within("the moved timeout is handed", async {
+        let later = Instant::now() + Duration::from_millis(150);
+        let (removed, still) = handle
+            .call(move |timeouts| {
+                let removed = timeouts.remove(1);
+                timeouts.set(2, later);
+                (removed, timeouts.contains(2))
+            })
+            .await
+            .expect("open");
+        assert!(removed && still);
+        let seen = fired.clone();
+        pump.wait_until(move || !seen.lock().expect("not poisoned").handed.is_empty())
+            .await
+            .expect("open");
+        later
+    }));
+    let handed = fired.lock().expect("not poisoned").handed.clone();
+    assert_eq!(
+        handed.iter().map(|&(token, _)| token).collect::<Vec<_>>(),
+        [2]
+    );
+    assert!(handed[0].1 >= later, "at its new time, not the old one");
+}
+
+#[test]
+fn timeouts_wake_a_loop_nobody_waits_on_only_without_idle_stop() {
+    for idle_stop in [true, false] {
+        let soon = Instant::now() + Duration::from_millis(20);
+        let (pump, _handle, fired) = library(idle_stop, vec![(1, soon)]);
+        let handed = || !fired.lock().expect("not poisoned").handed.is_empty();
+        if idle_stop {
+            // Nobody waits: the idle rule holds the timeout back a while after it fell due.
+            std::thread::sleep(Duration::from_millis(200));
+            assert!(!handed(), "handed with nobody waiting");
+            // A wait makes it come.
+            let seen = fired.clone();
+            let waited = pump
+                .wait_until(move || !seen.lock().expect("not poisoned").handed.is_empty())
+                .timeout(Duration::from_secs(10));
+            assert_eq!(futures_lite::future::block_on(waited), Ok(()));
+        } else {
+            futures_lite::future::block_on(eventually("handed with nobody waiting", handed));
+        }
+        drop(pump);
+    }
+}
+
+/// A clone kept past the close (by a C callback, say) is harmless: a timeout set then makes no
+/// run and no panic.
+#[test]
+fn setting_a_timeout_after_the_close_does_nothing() {
+    let (pump, handle, fired) = library(false, Vec::new());
+    let timeouts =
+        futures_lite::future::block_on(handle.call(|timeouts| timeouts.clone())).expect("open");
+    pump.close();
+    futures_lite::future::block_on(pump.closed()).expect("closed by close()");
+    let runs = fired.lock().expect("not poisoned").runs;
+    timeouts.set(1, Instant::now());
+    assert_eq!(timeouts.len(), 1, "kept, never handed");
+    assert_eq!(
+        fired.lock().expect("not poisoned").runs,
+        runs,
+        "no run after the close"
+    );
+}
