@@ -137,9 +137,9 @@
 //! watch a descriptor by its number (a raw C callback still reaches its clone through its
 //! `void *` user data, a boxed clone kept alive until the library is freed: that cast is the
 //! binding's own `unsafe`). Each run hands [`Run::ready`] to the library,
-//! token by token; its callbacks may change the set meanwhile, so look each token up among the
-//! library's live watches before handing it (a callback for an earlier entry may have freed or
-//! disabled it). The list has one entry per
+//! token by token; its callbacks may change the set meanwhile, so hand only the entries
+//! [`Descriptors::is_current`] says are current (a callback for an earlier entry may have freed,
+//! disabled or remade a watch). The list has one entry per
 //! registration: a library that processes a descriptor at a time (c-ares' `ares_process_fd`)
 //! merges the entries of one [`fd`](crate::Ready::fd) first, or it processes that descriptor
 //! twice. When its timer callback fires, keep the instant and return it from `run_once`;
@@ -369,6 +369,7 @@
 //! [`Builder::build_with_state`]: crate::Builder::build_with_state
 //! [`Setup::descriptors`]: crate::Setup::descriptors
 //! [`Setup::timeouts`]: crate::Setup::timeouts
+//! [`Descriptors::is_current`]: crate::Descriptors::is_current
 //! [`Run::expired`]: crate::Run::expired
 //! [`Run::ready`]: crate::Run::ready
 //! [`Run::deadline_passed`]: crate::Run::deadline_passed

@@ -125,8 +125,8 @@ impl<'a> Run<'a> {
     /// same list). Empty without a set. The list is the run's own: the library's callbacks may
     /// watch and unwatch in the set while it is handled, so an entry may name a registration
     /// that a callback for an earlier entry removed or changed — or, if the binding reuses
-    /// tokens (a freed watch's address), one made since under the same token: look each token
-    /// up among the library's live watches before handling it.
+    /// tokens (a freed watch's address), one made since under the same token: skip the entries
+    /// [`Descriptors::is_current`](crate::Descriptors::is_current) says are stale.
     ///
     /// # Examples
     ///

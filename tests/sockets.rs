@@ -644,3 +644,47 @@ fn dropping_a_pump_returns_after_a_socket_was_closed_while_watched() {
         "the pump's drop did not return"
     );
 }
+
+/// Found by a hostile probe that bound a host-vtable library (D-Bus's shape): a run's list is
+/// its own, so an entry for a watch a callback had since disabled, freed, or freed and made
+/// again under the same token (its address, reused) still reached the library, which had to
+/// keep a table of its own to tell. `Descriptors::is_current` tells it now.
+#[test]
+fn an_entry_is_current_until_its_registration_changes() {
+    let (socket, _peer) = tcp_pair();
+    let set = Descriptors::new().expect("set");
+    for token in 1..=5 {
+        set.watch(raw(&socket), Interest::WRITABLE, token)
+            .expect("watched");
+    }
+    let all_ready = |ready: &[Ready]| (1..=5).all(|t| ready.iter().any(|r| r.token() == t));
+    let start = Instant::now();
+    let ready = loop {
+        let ready = set.ready();
+        if all_ready(&ready) {
+            break ready;
+        }
+        assert!(start.elapsed() < HANG, "never all writable: {ready:?}");
+        std::thread::yield_now();
+    };
+    // As callbacks for earlier entries would: 1 is re-watched as it was, 2 freed, 3 disabled,
+    // 4 freed and made again under its token, 5 given another interest.
+    set.watch(raw(&socket), Interest::WRITABLE, 1)
+        .expect("the same");
+    set.unwatch(2).expect("freed");
+    set.watch(raw(&socket), Interest::NONE, 3)
+        .expect("disabled");
+    set.unwatch(4).expect("freed");
+    set.watch(raw(&socket), Interest::WRITABLE, 4)
+        .expect("made again");
+    let both = Interest::READABLE | Interest::WRITABLE;
+    set.watch(raw(&socket), both, 5).expect("changed");
+    let current: Vec<u64> = (ready.iter())
+        .filter(|ready| set.is_current(ready))
+        .map(Ready::token)
+        .collect();
+    assert_eq!(current, [1]);
+    // A new list's entries are current.
+    let again = ready_until(&set, "token 4 writable again", |ready| ready.token() == 4);
+    assert!(set.is_current(&again));
+}

@@ -146,6 +146,7 @@ pub struct Ready {
     token: u64,
     fd: RawDescriptor,
     found: Found,
+    generation: u64,
 }
 
 /// What the kernel reported for a descriptor.
@@ -186,8 +187,18 @@ impl Found {
 }
 
 impl Ready {
-    pub(crate) fn new(token: u64, fd: RawDescriptor, found: Found) -> Ready {
-        Ready { token, fd, found }
+    pub(crate) fn new(token: u64, fd: RawDescriptor, found: Found, generation: u64) -> Ready {
+        Ready {
+            token,
+            fd,
+            found,
+            generation,
+        }
+    }
+
+    /// The generation of the registration it was found for.
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// The token the registration was watched with.

@@ -28,7 +28,8 @@ use super::ready::{Interest, RawDescriptor, Ready};
 /// of each watch for D-Bus): the set hands it back with each readiness, and it names the
 /// registration to change or remove. A token reused within one run (a watch's address, freed
 /// and allocated again by a callback) is met by the run's list of the first registration's
-/// readiness ([`Run::ready`](crate::Run::ready) is that run's own). Several registrations may watch one descriptor, each with
+/// readiness ([`Run::ready`](crate::Run::ready) is that run's own), which
+/// [`is_current`](Descriptors::is_current) tells. Several registrations may watch one descriptor, each with
 /// its own interest (a read watch and a write watch on one socket); the set watches the
 /// descriptor for what they ask together and hands each registration what it asked for.
 ///
@@ -145,6 +146,8 @@ struct Table {
     /// The key of the next descriptor watched: never reused, so a report for a descriptor the set
     /// let go of is known for one.
     next_key: u64,
+    /// The generation of the next registration made or changed.
+    next_generation: u64,
     /// An entry the kernel would not take out may linger in the inner instance (the library
     /// closed its descriptor first): the set moves to a new one before it lets go of the table.
     leftover: bool,
@@ -169,6 +172,9 @@ struct Table {
 struct Registration {
     fd: RawDescriptor,
     interest: Interest,
+    /// Changed by a watch that moves or changes the registration, or makes it anew: an entry of
+    /// an earlier `ready` with another one is not current ([`Descriptors::is_current`]).
+    generation: u64,
 }
 
 /// A descriptor the set holds, with the registrations on it.
@@ -297,6 +303,7 @@ impl Descriptors {
                     fds: HashMap::new(),
                     keys: HashMap::new(),
                     next_key: 0,
+                    next_generation: 0,
                     leftover: false,
                     suspect: HashSet::new(),
                     #[cfg(unix)]
@@ -412,7 +419,19 @@ impl Descriptors {
             }
             applied => applied?,
         }
-        table.tokens.insert(token, Registration { fd, interest });
+        let generation = match table.tokens.get(&token) {
+            Some(old) if old.fd == fd && old.interest == interest => old.generation,
+            _ => {
+                table.next_generation += 1;
+                table.next_generation
+            }
+        };
+        let registration = Registration {
+            fd,
+            interest,
+            generation,
+        };
+        table.tokens.insert(token, registration);
         let watched = table.fds.get_mut(&fd).expect("applied above");
         if !watched.tokens.contains(&token) {
             watched.tokens.push(token);
@@ -565,6 +584,40 @@ impl Descriptors {
             .collect()
     }
 
+    /// Whether the registration `ready` was found for is still the one under its token: not
+    /// unwatched, nor moved to another descriptor, given another interest or made again since
+    /// (re-watching with what it asks keeps it). For a library whose callbacks change the set
+    /// while a run's list is handled ([`Run::ready`](crate::Run::ready) is the run's own): an
+    /// entry a callback for an earlier one made stale — a watch freed or disabled, or freed and
+    /// made again under a reused token (a watch's address) — is skipped, not handed to the
+    /// library.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ffi_pump::{Descriptors, Interest};
+    /// use std::os::fd::AsRawFd;
+    /// use std::os::unix::net::UnixStream;
+    ///
+    /// let (socket, _peer) = UnixStream::pair()?;
+    /// let descriptors = Descriptors::new()?;
+    /// descriptors.watch(socket.as_raw_fd(), Interest::WRITABLE, 1)?;
+    /// descriptors.watch(socket.as_raw_fd(), Interest::WRITABLE, 2)?;
+    /// let ready = descriptors.ready();
+    /// // Handling the first entry, the library disables the second watch.
+    /// descriptors.watch(socket.as_raw_fd(), Interest::NONE, 2)?;
+    /// let handed: Vec<u64> = (ready.iter())
+    ///     .filter(|ready| descriptors.is_current(ready))
+    ///     .map(|ready| ready.token())
+    ///     .collect();
+    /// assert_eq!(handed, [1]);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn is_current(&self, ready: &Ready) -> bool {
+        (self.table().tokens.get(&ready.token()))
+            .is_some_and(|registration| registration.generation == ready.generation())
+    }
+
     /// How many registrations the set holds.
     pub fn len(&self) -> usize {
         self.table().tokens.len()
@@ -648,8 +701,9 @@ impl Descriptors {
                 return;
             }
             for token in &table.fds[&fd].tokens {
-                if let Some(found) = found.for_interest(table.tokens[token].interest) {
-                    ready.push(Ready::new(*token, fd, found));
+                let registration = &table.tokens[token];
+                if let Some(found) = found.for_interest(registration.interest) {
+                    ready.push(Ready::new(*token, fd, found, registration.generation));
                 }
             }
         });
