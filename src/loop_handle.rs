@@ -332,12 +332,12 @@ impl Started {
         self.0.start.load(Ordering::SeqCst) == RAN
     }
 
-    /// The wait gives up: a `start` that has not begun never will (work nobody awaits, which
-    /// its cancel could not take back once sent). Whichever of this and `start`'s beginning
-    /// comes first wins.
-    pub(crate) fn give_up(&self) {
+    /// The wait gives up, or has its value: a `start` that has not begun never will (work
+    /// nobody awaits, which its cancel could not take back once sent). Whichever of this and
+    /// `start`'s beginning comes first wins; `true` if this did (then `start` never runs).
+    pub(crate) fn give_up(&self) -> bool {
         let start = &self.0.start;
-        let _ = start.compare_exchange(NOT_YET, GAVE_UP, Ordering::SeqCst, Ordering::SeqCst);
+        (start.compare_exchange(NOT_YET, GAVE_UP, Ordering::SeqCst, Ordering::SeqCst)).is_ok()
     }
 
     /// For a wait that found its value: whether to leave it there for now — `start` still runs
@@ -384,23 +384,33 @@ impl Started {
         panicked: impl FnOnce(Box<dyn std::any::Any + Send>) + Send + 'static,
     ) -> impl FnOnce(&mut S) + Send {
         move |state| {
+            // Running before it begins: a wait that finds it began (its give-up lost) finds it
+            // running too, until it ended, and holds a value it completed back until then.
+            self.0.running.store(true, Ordering::SeqCst);
             let begins = &self.0.start;
             if (begins.compare_exchange(NOT_YET, RAN, Ordering::SeqCst, Ordering::SeqCst)).is_err()
             {
-                // Given up first: nothing begins, so its cancel finds nothing to undo.
+                // Given up first: nothing begins, so its cancel finds nothing to undo. A wait
+                // that saw it running meanwhile hears it ended, as below.
+                self.0.running.store(false, Ordering::SeqCst);
                 crate::unwind::drop_caught(start);
+                self.ended();
                 return;
             }
-            self.0.running.store(true, Ordering::SeqCst);
             if let Err(panic) = catch_unwind(AssertUnwindSafe(|| start(state))) {
                 panicked(panic);
             }
             // After the panic is kept: a wait that sees `start` ended sees its panic too.
             self.0.running.store(false, Ordering::SeqCst);
-            let held_back = crate::sync::lock(&self.0.held_back).take();
-            if let Some(waker) = held_back {
-                waker.wake();
-            }
+            self.ended();
+        }
+    }
+
+    /// Wakes a wait that found its value while `start` ran (or looked as if it would).
+    fn ended(&self) {
+        let held_back = crate::sync::lock(&self.0.held_back).take();
+        if let Some(waker) = held_back {
+            waker.wake();
         }
     }
 }

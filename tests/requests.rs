@@ -827,3 +827,49 @@ fn a_request_that_gives_up_before_its_start_ran_starts_nothing() {
         assert_eq!(cancels.load(SeqCst), 0, "{how}: cancel ran");
     }
 }
+
+/// Found in review of the fix above: a submit whose key another thread completed while its
+/// `start` still waited for the busy loop's thread got its value, and `start` then ran anyway —
+/// work nobody awaited, which nothing cancelled. It never runs now, as for a value the table
+/// held before the submit.
+#[test]
+fn a_submit_answered_before_its_start_ran_starts_nothing() {
+    let (starts, cancels) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (_pump, handle) = Pump::builder()
+        .build_with_state(|_| Ok(()), |_, _| None)
+        .expect("pump thread starts");
+    let table = ffi_pump::Completions::<u32, u32>::new();
+    futures_lite::future::block_on(async {
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let (entered, inside) = std::sync::mpsc::channel::<()>();
+        handle
+            .post(move |_| {
+                entered.send(()).expect("the test waits");
+                held.recv().expect("the test releases");
+            })
+            .expect("open");
+        inside.recv().expect("the post runs");
+        let (started, cancelled) = (starts.clone(), cancels.clone());
+        let wait = handle.submit(
+            &table,
+            1,
+            move |_| {
+                started.fetch_add(1, SeqCst);
+            },
+            move |_| {
+                cancelled.fetch_add(1, SeqCst);
+            },
+        );
+        let elsewhere = table.clone();
+        std::thread::spawn(move || elsewhere.complete(1, 9))
+            .join()
+            .expect("completed");
+        assert_eq!(common::within("the answered wait", wait).await, Ok(9));
+        release.send(()).expect("the post waits");
+        common::within("a call", handle.call(|_| {}))
+            .await
+            .expect("open");
+    });
+    assert_eq!(starts.load(SeqCst), 0, "start ran");
+    assert_eq!(cancels.load(SeqCst), 0, "cancel ran");
+}

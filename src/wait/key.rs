@@ -109,7 +109,10 @@ where
         // A value completed inside a `start` that still runs is not the wait's yet: the wait
         // gives up without it, and its cancel hook, which runs after `start`, finds the work
         // finished and cancels nothing.
-        let held_back = (self.started.as_ref()).is_some_and(Started::is_running);
+        // Told first that it gave up: a `start` that had not begun never runs, one that began is
+        // seen running until it ended.
+        let held_back = (self.started.as_ref())
+            .is_some_and(|started| !started.give_up() && started.is_running());
         self.leave_as(held_back, true).map(Ok)
     }
 
@@ -162,6 +165,11 @@ where
                 // waits for its end, and a panic goes first.
                 if (self.started.as_ref()).is_some_and(|started| started.holds_back(cx.waker())) {
                     return Poll::Pending;
+                }
+                // Answered before `start` began (the key completed elsewhere): it never runs,
+                // as for a value the table held before the submit.
+                if let Some(started) = &self.started {
+                    let _ = started.give_up();
                 }
                 let (KeyState::Claimed(value) | KeyState::Done(value)) = state.remove() else {
                     unreachable!("matched a value")
@@ -239,7 +247,7 @@ impl<K: Eq + Hash + Clone, V> Keyed<K, V> {
         if let Some(mut hook) = self.on_cancel.take() {
             // A `start` still queued is dropped unrun: its hook then has nothing to undo.
             if let Some(started) = &self.started {
-                started.give_up();
+                let _ = started.give_up();
             }
             let claim = self
                 .claim
