@@ -291,3 +291,34 @@ alone! {
         }
     }
 }
+
+alone! {
+    /// Found in review of the spare instance: made at the limit, right after a move, it took
+    /// the only free number — one the library had closed while watched — and kept it; the
+    /// library's own `poll()` of that number then found the set's instance, not `POLLNVAL`. A
+    /// spare under the library's numbers is not kept now.
+    fn a_spare_made_at_the_limit_takes_no_number_the_library_closed() {
+        use std::io::Write;
+        use std::os::fd::AsRawFd;
+        use std::os::unix::net::UnixStream;
+        // The library's number under the set's own (the lowest free once it closed it), and
+        // one it keeps above them: no room above the library's numbers at the limit.
+        let (library, mut peer) = UnixStream::pair().expect("a pair");
+        let set = ffi_pump::Descriptors::new().expect("a set");
+        let (kept, _kept_peer) = UnixStream::pair().expect("a pair");
+        let elsewhere = rustix::io::dup(&library).expect("a duplicate"); // a forked child's
+        let number = library.as_raw_fd();
+        set.watch(number, ffi_pump::Interest::READABLE, 1).expect("watched");
+        set.watch(kept.as_raw_fd(), ffi_pump::Interest::READABLE, 2).expect("watched");
+        drop(library); // closed while watched
+        let mut full = NoDescriptorFree::now();
+        let at = (full.taken.iter()).position(|file| file.as_raw_fd() == number);
+        drop(full.taken.remove(at.expect("the filler took the closed number")));
+        peer.write_all(b"x").expect("written"); // the closed file's report lingers
+        assert!(set.ready().is_empty(), "nothing of a closed number is handed");
+        let names = std::fs::read_link(format!("/proc/self/fd/{number}")).ok();
+        drop(full);
+        assert_eq!(names, None, "the set's spare took the closed number");
+        drop(elsewhere);
+    }
+}

@@ -116,6 +116,11 @@ impl Instance {
         by_number(fd, |fd| epoll::delete(&self.0, fd)).is_err()
     }
 
+    /// Whether its number is above `highest`.
+    pub(super) fn is_above(&self, highest: RawFd) -> bool {
+        self.0.as_raw_fd() > highest
+    }
+
     /// Hands `found` what is ready now, by key, up to `capacity` entries; does not wait.
     pub(super) fn wait(&self, capacity: usize, mut found: impl FnMut(u64, Found)) {
         let mut events = Vec::with_capacity(capacity);

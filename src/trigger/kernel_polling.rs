@@ -182,6 +182,12 @@ impl Instance {
         refused && cfg!(any(target_os = "linux", target_os = "android"))
     }
 
+    /// Whether its poller's number is above `highest` (made with the others held, its other
+    /// descriptors are too).
+    pub(super) fn is_above(&self, highest: RawFd) -> bool {
+        self.0.as_fd().as_raw_fd() > highest
+    }
+
     /// Hands `found` what is ready now, by key, up to `capacity` entries; does not wait.
     pub(super) fn wait(&self, capacity: usize, mut found: impl FnMut(u64, Found)) {
         let capacity = std::num::NonZeroUsize::new(capacity).unwrap_or(std::num::NonZeroUsize::MIN);

@@ -49,9 +49,10 @@ use super::ready::{Interest, RawDescriptor, Ready};
 /// with their new open file — one `epoll_ctl` more, which the kernel refuses for a number whose
 /// open file is not the one watched. If not — closed, or taken by a new file — nothing is
 /// handed for it, its registrations are let go of as if unwatched, and the set moves the others
-/// to a new kernel instance (made ahead, one descriptor per set, so that a move needs no free
-/// number: at the limit of open files a second move before one is free for the next instance
-/// leaves the pump running until one is), leaving the old file behind: the pump does not spin, and a new file
+/// to a new kernel instance (made ahead, one more per set — one descriptor on epoll — so that a
+/// move needs no free number: at the limit of open files a second move before one is free for
+/// the next instance leaves the pump running until one is), leaving the old file behind: the
+/// pump does not spin, and a new file
 /// under the number is watched only when the library watches it (then as the new file) — each
 /// registration it wants on it: a library that keeps two watches on the number (D-Bus's read
 /// and write watch), reuses it without telling and then watches again through one, has only
@@ -789,7 +790,12 @@ impl Descriptors {
         table.instance = instance;
         // Nothing of the old instance is left to come back.
         table.suspect.clear();
-        table.spare = Instance::new_above(table.highest).ok();
+        // Kept only above every number the library watched: with no room there, one under the
+        // kernel's numbers may be one the library closed, and the next move makes its own.
+        let highest = table.highest;
+        table.spare = Instance::new_above(highest)
+            .ok()
+            .filter(|spare| spare.is_above(highest));
         Ok(())
     }
 
