@@ -78,17 +78,34 @@ mod stand_in {
 
 /// Whether async-io's reactor is up, or comes up now: it panics on its first use in a process
 /// with no descriptor free, and every pump's timer stands on it. A timer polled once brings it
-/// up and goes again.
+/// up and goes again; once it did, this is one load.
 #[cfg(not(loom))]
 pub(crate) fn available() -> Result<(), crate::Error> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static UP: AtomicBool = AtomicBool::new(false);
+    if UP.load(Ordering::Acquire) {
+        return Ok(());
+    }
+    // async-io's first use starts its helper thread before it makes its poller: with no
+    // descriptor free both panic, and async-io never starts that thread again — a runtime that
+    // does not drive its reactor (tokio) would then never fire a timer. So the descriptors it
+    // needs are asked for first, with a poller that goes at once (another thread may still take
+    // them in between: the narrow case left).
+    drop(polling::Poller::new().map_err(|_| crate::Error::ReactorUnavailable)?);
     let up = std::panic::catch_unwind(|| {
         let mut probe = Timer::after(std::time::Duration::from_secs(3600));
         futures_lite::future::block_on(futures_lite::future::poll_once(&mut probe))
     });
-    up.map(drop).map_err(|payload| {
-        crate::unwind::forget_payload(payload);
-        crate::Error::ReactorUnavailable
-    })
+    match up {
+        Ok(_) => {
+            UP.store(true, Ordering::Release);
+            Ok(())
+        }
+        Err(payload) => {
+            crate::unwind::forget_payload(payload);
+            Err(crate::Error::ReactorUnavailable)
+        }
+    }
 }
 
 /// The stand-ins have no reactor to bring up.

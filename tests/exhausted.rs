@@ -13,6 +13,9 @@ use std::fs::File;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::sync::Arc;
+
 use ffi_pump::{Backend, Error, Pump};
 use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
 
@@ -139,7 +142,28 @@ alone! {
         let waited = futures_lite::future::block_on(unchecked.wait_until(|| true));
         assert_eq!(waited, Err(Error::ReactorUnavailable), "spawn() fails the pump with why");
         drop(full);
-        // Descriptors free again: the same pump is driven, and a loop on its thread starts.
+        // Descriptors free again: a pump on tokio, which never drives async-io's reactor itself,
+        // has its timers (review: async-io's helper thread had died in the refused first use,
+        // and no tick ever came). Looked at without async-io, whose timers are what is tested.
+        let runs = Arc::new(AtomicU64::new(0));
+        let counted = runs.clone();
+        let ticking = Pump::builder()
+            .interval(Duration::from_millis(5))
+            .idle_stop(false)
+            .build(move || {
+                counted.fetch_add(1, SeqCst);
+            })
+            .expect("a pump");
+        {
+            let _entered = rt.enter();
+            ticking.spawn_on(Backend::Tokio).expect("spawned now");
+        }
+        let started = Instant::now();
+        while runs.load(SeqCst) < 3 {
+            assert!(started.elapsed() < Duration::from_secs(10), "no tick on tokio");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // The same pump as before is driven, and a loop on its thread starts.
         pump.spawn_on(Backend::Thread).expect("spawned now");
         assert_eq!(async_io::block_on(pump.turn()), Ok(()));
         let (_pump, handle) = Pump::builder()
