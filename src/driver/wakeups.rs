@@ -63,6 +63,9 @@ pub(crate) struct Wakeups<'a> {
     /// The driver has not handed its thread back since the last step: a step that is due at
     /// once waits for one yield first.
     owes_yield: bool,
+    /// When the last step began, while ticking: a tick that came due in a step longer than the
+    /// interval is late; one that came due in a shorter step (a kick's run) is taken.
+    step_began: Option<Instant>,
 }
 
 impl<'a> Wakeups<'a> {
@@ -92,6 +95,7 @@ impl<'a> Wakeups<'a> {
             next_tick: None,
             spells_ended: core.demand.spells_ended(),
             owes_yield: false,
+            step_began: None,
         })
     }
 
@@ -105,6 +109,7 @@ impl<'a> Wakeups<'a> {
     pub(crate) async fn next(&mut self) -> Step {
         let step = self.decide().await;
         self.owes_yield = true;
+        self.step_began = self.ticking.then(Instant::now);
         step
     }
 
@@ -117,13 +122,19 @@ impl<'a> Wakeups<'a> {
 
     async fn decide(&mut self) -> Step {
         let core = self.core;
-        // Ticks that came due while the last step took longer (a slow run, waiters holding the
-        // loop lock) are skipped, not made up back to back: the next comes one interval after it.
+        // Ticks that came due while the last step took longer than the interval (a slow run,
+        // waiters holding the loop lock), or more than an interval ago, are skipped, not made up
+        // back to back: the next comes one interval after it. One that came due in a shorter
+        // step (a kick's run) is taken as it is, late by less than that.
         if let Some(due) = self
             .next_tick
             .filter(|&due| self.ticking && due <= Instant::now())
         {
-            self.skip_late_ticks(due.elapsed());
+            let interval = core.config.interval;
+            let overran = (self.step_began).is_some_and(|began| began.elapsed() > interval);
+            if overran || due.elapsed() > interval {
+                self.skip_late_ticks(due.elapsed());
+            }
         }
         if std::mem::take(&mut self.after_readiness) {
             if let Some(Err(kind)) = self.watch.as_ref().map(|w| w.trigger().is_open()) {
