@@ -439,7 +439,8 @@ impl Builder {
     /// loop in the pump.
     ///
     /// The pump calls it once per round, never from two threads at once and never from inside
-    /// itself. Nothing runs until the pump is driven: [`Pump::spawn`] or [`Pump::run`].
+    /// itself. No tick, deadline or kick runs it until the pump is driven: [`Pump::spawn`] or
+    /// [`Pump::run`] (a [`Pump::turn`] runs it once itself).
     ///
     /// What `run_once` returns says what wakes the loop next ([`Next`](crate::Next)):
     ///

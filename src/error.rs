@@ -39,7 +39,9 @@ pub enum Error {
     /// [`Stats::panicked`](crate::Stats) says so.)
     Panicked,
     /// Nothing drives the pump: neither [`Pump::spawn`](crate::Pump::spawn) nor
-    /// [`Pump::run`](crate::Pump::run) was called, so a wait would never finish.
+    /// [`Pump::run`](crate::Pump::run) was called, so a wait would never finish. Told to every
+    /// new wait at its first poll, before its check or its table is looked at, so the mistake
+    /// shows at once, not only for waits whose answer is not there yet.
     NotRunning,
     /// Called from inside the pump (from `run_once` or from a wait's check) on the same thread,
     /// where waiting for the loop could only deadlock.

@@ -200,7 +200,10 @@ impl Pump {
         backend::spawn(backend, self.run())
     }
 
-    /// The pump future, to spawn on any executor yourself; see [`Driver`].
+    /// The pump future, to spawn on any executor yourself; see [`Driver`]. It counts as a
+    /// driver from this call, not from its first poll (waits made meanwhile wait for it, they
+    /// do not end with [`Error::NotRunning`]), and dropping it, polled or not, is a driver
+    /// leaving: the last one closes the pump.
     ///
     /// # Examples
     ///
@@ -282,7 +285,9 @@ impl Pump {
     /// # Errors
     ///
     /// [`Error::TimedOut`], [`Error::Closed`], [`Error::Panicked`], [`Error::NotRunning`] (nothing
-    /// drives the pump: no `spawn`, no `run`), [`Error::Reentrant`].
+    /// drives the pump: no `spawn`, no `run` — told at the first poll, before the check runs,
+    /// so a pump left undriven is found at once, also by a condition that already holds),
+    /// [`Error::Reentrant`].
     ///
     /// # Examples
     ///
@@ -399,7 +404,9 @@ impl Pump {
     /// Waits until `run_once` completes `key` in `table`, and yields the value it completed it with.
     ///
     /// The completion-driven wait: no check runs per round; [`Completions::complete`] wakes this
-    /// wait directly. A value completed before the wait started is taken at once.
+    /// wait directly. A value completed before the wait started is taken at once (on a pump
+    /// that is driven: on one nobody drives, every new wait ends with [`Error::NotRunning`]
+    /// first, and the value stays in the table).
     ///
     /// # Errors
     ///

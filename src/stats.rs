@@ -27,7 +27,8 @@ pub struct Stats {
     pub rounds: u64,
     /// Waits not finished yet: a `wait_*` future from its first poll, a
     /// [`LoopHandle::request`](crate::LoopHandle::request) or
-    /// [`submit`](crate::LoopHandle::submit) from the call that made it (its work is sent then),
+    /// [`submit`](crate::LoopHandle::submit) from the call that made it (its work is sent then)
+    /// until it is polled to its end or dropped — answered but not polled, it still counts —
     /// a [`Subscription`](crate::Subscription) from its first poll until it ends (also when the
     /// library ends it: nothing more comes, whether or not the stream was polled since) or is
     /// dropped.

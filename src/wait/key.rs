@@ -387,7 +387,7 @@ impl<K: Eq + Hash + Clone, V> WaitKey<K, V> {
     }
 
     timeout_methods! {
-        "A value already completed wins over a zero timeout.",
+        "A value already completed wins over a zero timeout (on a driven pump: see `Error::NotRunning`).",
         "
 /// use ffi_pump::{Completions, Pump};
 /// use std::time::Duration;

@@ -213,7 +213,7 @@ impl<F: FnMut() -> bool> WaitUntil<F> {
     }
 
     timeout_methods! {
-        "The check runs first on the first poll if the loop is not running, so a condition that already holds wins over a zero timeout then; during a run the check waits for it (checks never overlap runs), and a zero timeout, or a deadline that passed, gives up first.",
+        "The check runs first on the first poll if the loop is not running (on a driven pump: see `Error::NotRunning`), so a condition that already holds wins over a zero timeout then; during a run the check waits for it (checks never overlap runs), and a zero timeout, or a deadline that passed, gives up first.",
         "
 /// use ffi_pump::{Error, Pump};
 /// use std::time::Duration;
