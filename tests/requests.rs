@@ -780,15 +780,7 @@ fn a_request_that_gives_up_before_its_start_ran_starts_nothing() {
             .expect("pump thread starts");
         futures_lite::future::block_on(async {
             // The loop's thread is held in a post while the request is made and gives up.
-            let (release, held) = std::sync::mpsc::channel::<()>();
-            let (entered, inside) = std::sync::mpsc::channel::<()>();
-            handle
-                .post(move |_| {
-                    entered.send(()).expect("the test waits");
-                    held.recv().expect("the test releases");
-                })
-                .expect("open");
-            inside.recv().expect("the post runs");
+            let release = common::hold_loop_thread(&handle);
             let (started, cancelled) = (starts.clone(), cancels.clone());
             let request = handle.request(
                 move |kept: &mut Vec<Completer<u8>>, done| {
@@ -840,15 +832,7 @@ fn a_submit_answered_before_its_start_ran_starts_nothing() {
         .expect("pump thread starts");
     let table = ffi_pump::Completions::<u32, u32>::new();
     futures_lite::future::block_on(async {
-        let (release, held) = std::sync::mpsc::channel::<()>();
-        let (entered, inside) = std::sync::mpsc::channel::<()>();
-        handle
-            .post(move |_| {
-                entered.send(()).expect("the test waits");
-                held.recv().expect("the test releases");
-            })
-            .expect("open");
-        inside.recv().expect("the post runs");
+        let release = common::hold_loop_thread(&handle);
         let (started, cancelled) = (starts.clone(), cancels.clone());
         let wait = handle.submit(
             &table,

@@ -824,22 +824,14 @@ fn an_emitter_unwinding_with_a_panic_run_once_catches_ends_its_stream() {
 #[test]
 fn a_stream_dropped_before_its_start_ran_subscribes_nothing() {
     use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-    use std::sync::{mpsc, Arc};
+    use std::sync::Arc;
     for polled in [true, false] {
         let (starts, stops) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
         let (_pump, library) = Pump::builder()
             .build_with_state(|_| Ok(Vec::<Emitter<u32>>::new()), |_, _| None)
             .expect("pump thread starts");
         futures_lite::future::block_on(within("the stream", async {
-            let (release, held) = mpsc::channel::<()>();
-            let (entered, inside) = mpsc::channel::<()>();
-            library
-                .post(move |_| {
-                    entered.send(()).expect("the test waits");
-                    held.recv().expect("the test releases");
-                })
-                .expect("open");
-            inside.recv().expect("the post runs");
+            let release = common::hold_loop_thread(&library);
             let (started, stopped) = (starts.clone(), stops.clone());
             let mut stream = Box::pin(library.subscribe(
                 8,

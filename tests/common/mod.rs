@@ -446,3 +446,21 @@ pub fn tcp_pair() -> (std::net::TcpStream, std::net::TcpStream) {
     peer.set_nodelay(true).expect("no delay");
     (socket, peer)
 }
+
+/// Holds `handle`'s loop thread in a post, entered when this returns, until the returned sender
+/// sends or is dropped: what a test makes happen meanwhile meets a busy loop's thread.
+#[allow(dead_code)] // not every test binary holds the thread
+pub fn hold_loop_thread<S: 'static>(
+    handle: &ffi_pump::LoopHandle<S>,
+) -> std::sync::mpsc::Sender<()> {
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    let (entered, inside) = std::sync::mpsc::channel::<()>();
+    handle
+        .post(move |_| {
+            entered.send(()).expect("the test waits");
+            let _ = held.recv();
+        })
+        .expect("open");
+    inside.recv().expect("the post runs");
+    release
+}
