@@ -41,7 +41,7 @@ pub struct Run<'a> {
     pub(crate) set: Option<&'a crate::Descriptors>,
     pub(crate) ready: std::cell::OnceCell<Vec<crate::Ready>>,
     pub(crate) spare: std::cell::Cell<Vec<crate::Ready>>,
-    pub(crate) expired: Vec<u64>,
+    pub(crate) timeouts: Option<&'a crate::Timeouts>,
 }
 
 impl fmt::Debug for Run<'_> {
@@ -61,7 +61,7 @@ impl<'a> Run<'a> {
             set: None,
             ready: std::cell::OnceCell::new(),
             spare: std::cell::Cell::new(Vec::new()),
-            expired: Vec::new(),
+            timeouts: None,
         }
     }
 
@@ -168,8 +168,10 @@ impl<'a> Run<'a> {
     }
 
     /// The tokens of the loop's [`Timeouts`](crate::Timeouts) that fell due by this run's start,
-    /// earliest first, each handed once (they are out of the timeouts now: a repeating one is
-    /// set again). Empty without timeouts.
+    /// earliest first, each taken out of the timeouts as the iterator hands it: one that a
+    /// handler for an earlier token removed or set again meanwhile (D-Bus's `remove_timeout`,
+    /// a token reused for a new timeout) is not handed. Those the run does not take are handed
+    /// at the next run. Empty without timeouts.
     ///
     /// # Examples
     ///
@@ -180,19 +182,29 @@ impl<'a> Run<'a> {
     /// # futures_lite::future::block_on(async {
     /// let (pump, library) = Pump::builder().build_with_state(
     ///     |setup| Ok((setup.timeouts(), Vec::new())),
-    ///     |(_, fired): &mut (ffi_pump::Timeouts, Vec<u64>), run| {
-    ///         fired.extend_from_slice(run.expired());
+    ///     |(timeouts, fired): &mut (ffi_pump::Timeouts, Vec<u64>), run| {
+    ///         for token in run.expired() {
+    ///             fired.push(token);
+    ///             timeouts.remove(4); // the library frees another timeout: not handed
+    ///         }
     ///         None
     ///     },
     /// )?;
-    /// library.call(|(timeouts, _)| timeouts.set(3, Instant::now())).await?; // due at once
+    /// library
+    ///     .call(|(timeouts, _)| {
+    ///         timeouts.set(3, Instant::now()); // due at once
+    ///         timeouts.set(4, Instant::now());
+    ///     })
+    ///     .await?;
     /// pump.turn().await?;
     /// let fired = library.call(|(timeouts, fired)| (timeouts.len(), fired.clone())).await?;
     /// assert_eq!(fired, (0, vec![3]));
     /// # Ok::<(), ffi_pump::Error>(())
     /// # }).unwrap();
     /// ```
-    pub fn expired(&self) -> &[u64] {
-        &self.expired
+    pub fn expired(&self) -> crate::timeouts::Expired<'_> {
+        crate::timeouts::Expired {
+            timeouts: self.timeouts,
+        }
     }
 }

@@ -1,9 +1,9 @@
 //! [`Timeouts`]: the timeouts a C library asks its host for, kept by the pump.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::ThreadId;
 use std::time::Instant;
 
 use crate::sync::{lock, Mutex};
@@ -16,13 +16,14 @@ use crate::Kicker;
 /// set, no earliest deadline to recompute in the binding.
 ///
 /// A handle, as [`Descriptors`](crate::Descriptors) is: `Clone`, `Send + Sync`, every method
-/// takes `&self`, so the library's timeout callbacks keep a clone. A timeout set from another
-/// thread that falls due before every other one kicks the pump, so the loop's thread wakes for
-/// it; set on the loop's thread (in `run_once`, a call, a request's `start`), it counts as the
-/// run ends.
+/// takes `&self`, so the library's timeout callbacks keep a clone. A timeout set during a run
+/// (in `run_once`, a call, a request's `start`) counts as the run ends; one set anywhere else
+/// (another thread, a check the pump runs after the run) that falls due before every other one
+/// kicks the pump, so the loop's thread wakes for it.
 ///
 /// A timeout is one-shot: handed once, it is gone, and a repeating one (D-Bus's) is set again
-/// by the library. Like the deadline `run_once` returns, a timeout wakes the loop only while a
+/// by the library. One removed, or set again, while a run hands what fell due is not handed
+/// ([`Run::expired`](crate::Run::expired) takes each out as it hands it). Like the deadline `run_once` returns, a timeout wakes the loop only while a
 /// task waits on the pump, unless it was built with
 /// [`idle_stop(false)`](crate::Builder::idle_stop) — which a library whose timeouts are its
 /// protocol's (retransmissions, keep-alives) needs; the next run after hands what fell due
@@ -48,7 +49,7 @@ use crate::Kicker;
 ///         Ok(timeouts)
 ///     },
 ///     move |_timeouts, run| {
-///         if run.expired().contains(&7) {
+///         if run.expired().any(|token| token == 7) {
 ///             told.store(true, Ordering::SeqCst); // ffi::timeout_handle(timeout 7)
 ///         }
 ///         None // no deadline of its own: the timeouts are the loop's
@@ -69,14 +70,18 @@ pub struct Timeouts {
 struct Inner {
     table: Mutex<Table>,
     kicker: Kicker,
-    /// The loop's thread: a timeout set there counts as its run ends, with no kick.
-    home: ThreadId,
+    /// The loop's thread is in a run (its calls, `run_once`): a timeout set meanwhile counts
+    /// as the run ends, with no kick.
+    in_run: AtomicBool,
 }
 
 #[derive(Default)]
 struct Table {
     by_token: HashMap<u64, Instant>,
     in_order: BTreeSet<(Instant, u64)>,
+    /// Due at a run's start, and not handed yet: [`Run::expired`](crate::Run::expired) takes
+    /// them one by one, so one removed or set again meanwhile is not handed.
+    handing: VecDeque<(Instant, u64)>,
 }
 
 impl Timeouts {
@@ -85,7 +90,7 @@ impl Timeouts {
             inner: Arc::new(Inner {
                 table: Mutex::new(Table::default()),
                 kicker,
-                home: std::thread::current().id(),
+                in_run: AtomicBool::new(false),
             }),
         }
     }
@@ -118,14 +123,15 @@ impl Timeouts {
     pub fn set(&self, token: u64, at: Instant) {
         let earliest = {
             let mut table = lock(&self.inner.table);
-            let first = table.in_order.first().map(|&(at, _)| at);
-            if let Some(old) = table.by_token.insert(token, at) {
-                table.in_order.remove(&(old, token));
-            }
+            let first = table.first();
+            table.take_out(token);
+            table.by_token.insert(token, at);
             table.in_order.insert((at, token));
             first.is_none_or(|first| at < first)
         };
-        if earliest && std::thread::current().id() != self.inner.home {
+        // After the table, as a run's end reads it after it leaves: a run this one missed
+        // finds it then, or this sees the run over and kicks.
+        if earliest && !self.inner.in_run.load(Ordering::SeqCst) {
             self.inner.kicker.kick();
         }
     }
@@ -133,26 +139,24 @@ impl Timeouts {
     /// Removes timeout `token` (D-Bus's `remove_timeout`, Avahi's `timeout_free`): it is not
     /// handed. Whether it was set.
     pub fn remove(&self, token: u64) -> bool {
-        let mut table = lock(&self.inner.table);
-        match table.by_token.remove(&token) {
-            Some(at) => table.in_order.remove(&(at, token)),
-            None => false,
-        }
+        lock(&self.inner.table).take_out(token)
     }
 
     /// Whether timeout `token` is set (not handed yet, nor removed).
     pub fn contains(&self, token: u64) -> bool {
-        lock(&self.inner.table).by_token.contains_key(&token)
+        let table = lock(&self.inner.table);
+        table.by_token.contains_key(&token) || table.handing.iter().any(|&(_, t)| t == token)
     }
 
     /// When the first timeout falls due.
     pub fn first(&self) -> Option<Instant> {
-        lock(&self.inner.table).in_order.first().map(|&(at, _)| at)
+        lock(&self.inner.table).first()
     }
 
     /// How many timeouts are set.
     pub fn len(&self) -> usize {
-        lock(&self.inner.table).by_token.len()
+        let table = lock(&self.inner.table);
+        table.by_token.len() + table.handing.len()
     }
 
     /// Whether no timeout is set.
@@ -160,8 +164,14 @@ impl Timeouts {
         self.len() == 0
     }
 
-    /// Takes out the timeouts due at `now` into `expired`, earliest first.
-    pub(crate) fn take_due(&self, now: Instant, expired: &mut Vec<u64>) {
+    /// A run begins (its calls first): a timeout set from now until it ends needs no kick.
+    pub(crate) fn run_begins(&self) {
+        self.inner.in_run.store(true, Ordering::SeqCst);
+    }
+
+    /// The timeouts due at `now` are to be handed, earliest first, after any a run before left
+    /// unhanded.
+    pub(crate) fn take_due(&self, now: Instant) {
         let mut table = lock(&self.inner.table);
         while let Some(&(at, token)) = table.in_order.first() {
             if at > now {
@@ -169,8 +179,56 @@ impl Timeouts {
             }
             table.in_order.pop_first();
             table.by_token.remove(&token);
-            expired.push(token);
+            table.handing.push_back((at, token));
         }
+    }
+
+    /// The run ended: when the first timeout set falls due, read after the run is over for a
+    /// `set` elsewhere (see there). Those due that the run did not take wait for the next run,
+    /// and do not bring one (a loop that never takes them would run again and again).
+    pub(crate) fn run_ends(&self) -> Option<Instant> {
+        self.inner.in_run.store(false, Ordering::SeqCst);
+        lock(&self.inner.table).in_order.first().map(|&(at, _)| at)
+    }
+
+    /// The next timeout to hand, taken out.
+    pub(crate) fn next_expired(&self) -> Option<u64> {
+        lock(&self.inner.table)
+            .handing
+            .pop_front()
+            .map(|(_, token)| token)
+    }
+}
+
+impl Table {
+    fn first(&self) -> Option<Instant> {
+        let handing = self.handing.front().map(|&(at, _)| at);
+        let set = self.in_order.first().map(|&(at, _)| at);
+        handing.into_iter().chain(set).min()
+    }
+
+    /// Takes `token` out, set or about to be handed: whether it was either.
+    fn take_out(&mut self, token: u64) -> bool {
+        if let Some(at) = self.by_token.remove(&token) {
+            return self.in_order.remove(&(at, token));
+        }
+        let handing = self.handing.iter().position(|&(_, t)| t == token);
+        handing.and_then(|at| self.handing.remove(at)).is_some()
+    }
+}
+
+/// Iterator returned by [`Run::expired`](crate::Run::expired): the tokens of the loop's
+/// [`Timeouts`] due at the run's start, each taken out as it is handed.
+#[derive(Debug)]
+pub struct Expired<'a> {
+    pub(crate) timeouts: Option<&'a Timeouts>,
+}
+
+impl Iterator for Expired<'_> {
+    type Item = u64;
+
+    fn next(&mut self) -> Option<u64> {
+        self.timeouts?.next_expired()
     }
 }
 

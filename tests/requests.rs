@@ -857,3 +857,65 @@ fn a_submit_answered_before_its_start_ran_starts_nothing() {
     assert_eq!(starts.load(SeqCst), 0, "start ran");
     assert_eq!(cancels.load(SeqCst), 0, "cancel ran");
 }
+
+/// Found in review: a wait that took a value completed elsewhere asked whether its `start` ran
+/// before it told `start` it had its value, so a `start` that began in between ran with nobody
+/// waiting for it (7 – 20 times in 20 000). The wait tells `start` first now, and one that
+/// began is seen running: the value is held back until it ended.
+#[test]
+fn a_start_that_begins_as_its_wait_takes_a_value_completed_elsewhere_ends_first() {
+    use std::sync::atomic::AtomicBool;
+    let (_pump, handle) = Pump::builder()
+        .build_with_state(|_| Ok(()), |_, _| None)
+        .expect("pump thread starts");
+    let table = ffi_pump::Completions::<u64, u32>::new();
+    for key in 0..5_000_u64 {
+        let go = Arc::new(AtomicBool::new(false));
+        let entered = Arc::new(AtomicBool::new(false));
+        {
+            let (go, entered) = (go.clone(), entered.clone());
+            handle
+                .post(move |_| {
+                    entered.store(true, SeqCst);
+                    while !go.load(SeqCst) {
+                        std::hint::spin_loop();
+                    }
+                })
+                .expect("open");
+        }
+        while !entered.load(SeqCst) {
+            std::hint::spin_loop();
+        }
+        let (began, ended) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let wait = {
+            let (began, ended) = (began.clone(), ended.clone());
+            handle.submit(
+                &table,
+                key,
+                move |_| {
+                    began.store(true, SeqCst);
+                    std::thread::sleep(Duration::from_micros(100));
+                    ended.store(true, SeqCst);
+                },
+                |_| {},
+            )
+        };
+        table.complete(key, 9); // answered elsewhere
+                                // The loop's thread goes on to `start` as the wait takes its value, at a varying lag.
+        go.store(true, SeqCst);
+        for _ in 0..(key % 2_000) {
+            std::hint::spin_loop();
+        }
+        let value = futures_lite::future::block_on(wait);
+        let ended_as_it_returned = ended.load(SeqCst);
+        assert_eq!(value, Ok(9));
+        futures_lite::future::block_on(handle.call(|_| {})).expect("open");
+        assert!(
+            !began.load(SeqCst) || ended_as_it_returned,
+            "iteration {key}: start ran while its wait had already returned"
+        );
+    }
+}

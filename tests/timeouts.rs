@@ -38,9 +38,7 @@ fn library(
                 let now = Instant::now();
                 let mut fired = seen.lock().expect("not poisoned");
                 fired.runs += 1;
-                fired
-                    .handed
-                    .extend(run.expired().iter().map(|&token| (token, now)));
+                fired.handed.extend(run.expired().map(|token| (token, now)));
                 None
             },
         )
@@ -184,4 +182,79 @@ fn setting_a_timeout_after_the_close_does_nothing() {
         runs,
         "no run after the close"
     );
+}
+
+/// Found in review: `Run::expired` was the run's list, taken out before `run_once`: a timeout a
+/// handler for an earlier one removed (D-Bus's `remove_timeout`, the token then a freed
+/// `DBusTimeout *`), or removed and set again for later under the same token, was still handed
+/// in that run. Each is taken out as it is handed now.
+#[test]
+fn a_timeout_removed_or_set_again_by_an_earlier_handler_in_the_run_is_not_handed() {
+    let handed = Arc::new(Mutex::new(Vec::new()));
+    let seen = handed.clone();
+    let (pump, handle) = Pump::builder()
+        .build_with_state(
+            |setup| Ok(setup.timeouts()),
+            move |timeouts, run| {
+                for token in run.expired() {
+                    seen.lock().expect("not poisoned").push(token);
+                    if token == 1 {
+                        timeouts.remove(2); // freed by the first one's handler
+                        timeouts.set(3, Instant::now() + Duration::from_secs(3_600));
+                        // remade
+                    }
+                }
+                None
+            },
+        )
+        .expect("pump thread starts");
+    futures_lite::future::block_on(within("the run", async {
+        let at = Instant::now();
+        handle
+            .call(move |timeouts| {
+                for token in 1..=3 {
+                    timeouts.set(token, at);
+                }
+            })
+            .await
+            .expect("open");
+        pump.turn().await.expect("open");
+        let left = handle
+            .call(|timeouts| (timeouts.len(), timeouts.contains(3)))
+            .await
+            .expect("open");
+        assert_eq!(left, (1, true), "3 is set for later, 2 is gone");
+    }));
+    assert_eq!(*handed.lock().expect("not poisoned"), [1]);
+}
+
+/// Found in review: a timeout set on the loop's thread outside a run — by a check the pump runs
+/// after its run — was taken for one set in the run, so nothing kicked the loop, which slept
+/// past it. Only a run's own sets go without a kick now.
+#[test]
+fn a_timeout_set_by_a_check_on_the_loops_thread_wakes_the_loop() {
+    let (pump, handle, fired) = library(true, Vec::new());
+    let timeouts =
+        futures_lite::future::block_on(handle.call(|timeouts| timeouts.clone())).expect("open");
+    let checks = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = fired.clone();
+    let waited = pump
+        .wait_until(move || {
+            // The second check is the pump's, on the loop's thread after its run (the default
+            // strategy; the first is the waiting task's own, at its first poll).
+            if checks.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 1 {
+                assert_eq!(std::thread::current().name(), Some("ffi-pump-loop"));
+                timeouts.set(9, Instant::now() + Duration::from_millis(20));
+            }
+            !seen.lock().expect("not poisoned").handed.is_empty()
+        })
+        .timeout(Duration::from_secs(10));
+    // The loop said it is idle: a kick, once the wait is pending, makes the run after which
+    // the pump checks it.
+    let kicked = async {
+        common::pending(&pump, 1).await;
+        pump.kick();
+    };
+    let (waited, ()) = futures_lite::future::block_on(futures_lite::future::zip(waited, kicked));
+    assert_eq!(waited, Ok(()));
 }

@@ -39,7 +39,10 @@ pub enum Cause {
     /// The readiness trigger: the descriptor given to
     /// [`run_on_readable`](crate::Builder::run_on_readable), or a descriptor in the loop's set.
     Readiness,
-    /// The deadline `run_once` reported last ([`Next::At`](crate::Next::At)) came.
+    /// The deadline `run_once` reported last ([`Next::At`](crate::Next::At)) came — or, for a
+    /// loop with [`Timeouts`](crate::Timeouts), the first of them:
+    /// [`Run::deadline_passed`](crate::Run::deadline_passed) tells the library's own deadline
+    /// from its timeouts, which [`Run::expired`](crate::Run::expired) hands.
     Deadline,
     /// [`Pump::turn`](crate::Pump::turn), run by its caller (a loop in the pump only).
     Turn,

@@ -108,8 +108,10 @@ where
             };
             let mut last_deadline = None;
             let mut spare = Vec::new();
-            let mut expired = Vec::new();
             let mut run = |cause| {
+                if let Some(timeouts) = &timeouts {
+                    timeouts.run_begins();
+                }
                 calls.run_all(state, || core.is_closed());
                 // Closed by a call or a post (or meanwhile): the loop is not run again.
                 if core.is_closed() {
@@ -121,22 +123,20 @@ where
                 context.set = set.as_ref();
                 context.spare.set(std::mem::take(&mut spare));
                 if let Some(timeouts) = &timeouts {
-                    context.expired = std::mem::take(&mut expired);
-                    timeouts.take_due(now, &mut context.expired);
+                    timeouts.take_due(now);
+                    context.timeouts = Some(timeouts);
                 }
                 let running = crate::reentry::Running::enter(core.id());
                 let next = run_once(state, &context).into_next();
                 drop(running);
                 spare = context.ready.take().unwrap_or_else(|| context.spare.take());
-                expired = std::mem::take(&mut context.expired);
-                expired.clear();
                 last_deadline = match next {
                     Next::At(at) => Some(at),
                     Next::Tick | Next::Idle => None,
                 };
                 // The first timeout is the loop's deadline too, unless it ticks (it looks at its
                 // timeouts at its ticks) or its own deadline comes first.
-                let first = timeouts.as_ref().and_then(Timeouts::first);
+                let first = timeouts.as_ref().and_then(Timeouts::run_ends);
                 Some(match (next, first) {
                     (Next::At(at), Some(first)) => Next::At(at.min(first)),
                     (Next::Idle, Some(first)) => Next::At(first),
