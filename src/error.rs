@@ -59,8 +59,12 @@ pub enum Error {
     /// could not be set up, or waiting on it failed; the pump is stopped.
     Trigger(io::ErrorKind),
     /// async-io's reactor, which runs the pump's timers, could not start: its first use in this
-    /// process found no descriptor free (async-io panics then; the pump says so instead). A
-    /// spawn refused for it leaves the pump as it was; try again once descriptors are free.
+    /// process found no descriptor free (async-io panics then, and its helper thread with it
+    /// for good; the pump says so instead, asking for the descriptors the reactor needs before
+    /// it first touches async-io — so a program that brought async-io up itself, out of
+    /// descriptors as its first pump is driven, is refused too). A spawn refused for it leaves
+    /// the pump as it was; try again once descriptors are free. Once a pump found the reactor
+    /// up, it is not asked again.
     ReactorUnavailable,
     /// The library dropped a request's [`Completer`](crate::Completer) without completing it
     /// ([`LoopHandle::request`](crate::LoopHandle::request)): no value will come.

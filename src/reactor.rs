@@ -90,7 +90,8 @@ pub(crate) fn available() -> Result<(), crate::Error> {
     // descriptor free both panic, and async-io never starts that thread again — a runtime that
     // does not drive its reactor (tokio) would then never fire a timer. So the descriptors it
     // needs are asked for first, with a poller that goes at once (another thread may still take
-    // them in between: the narrow case left).
+    // them in between: the narrow case left; and a program that brought async-io up itself and
+    // is out of descriptors now is refused too, as documented on the error).
     drop(polling::Poller::new().map_err(|_| crate::Error::ReactorUnavailable)?);
     let up = std::panic::catch_unwind(|| {
         let mut probe = Timer::after(std::time::Duration::from_secs(3600));

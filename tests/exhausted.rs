@@ -346,3 +346,24 @@ alone! {
         drop(elsewhere);
     }
 }
+
+alone! {
+    /// Once a pump found async-io's reactor up, the check is one load: a pump spawned with no
+    /// descriptor free later is driven (it needs none). (Review: before any pump did, the check
+    /// asks for the descriptors the reactor needs, and refuses with none free even where the
+    /// program brought async-io up itself — the price of never touching async-io without them.)
+    fn a_pump_spawned_with_no_descriptor_free_after_a_pump_found_the_reactor_up_is_driven() {
+        let first = Pump::builder().build(|| {}).expect("a pump");
+        first.spawn_on(Backend::Thread).expect("the reactor comes up");
+        let full = NoDescriptorFree::now();
+        let pump = Pump::builder()
+            .interval(Duration::from_millis(1))
+            .build(|| {})
+            .expect("a pump");
+        let spawned = pump.spawn_on(Backend::Thread);
+        let turned = futures_lite::future::block_on(pump.turn());
+        drop(full);
+        assert_eq!(spawned, Ok(()));
+        assert_eq!(turned, Ok(()));
+    }
+}
