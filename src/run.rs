@@ -170,8 +170,11 @@ impl<'a> Run<'a> {
     /// The tokens of the loop's [`Timeouts`](crate::Timeouts) that fell due by this run's start,
     /// earliest first, each taken out of the timeouts as the iterator hands it: one that a
     /// handler for an earlier token removed or set again meanwhile (D-Bus's `remove_timeout`,
-    /// a token reused for a new timeout) is not handed. Those the run does not take are handed
-    /// at the next run. Empty without timeouts.
+    /// a token reused for a new timeout) is not handed. Take them all: those the run does not
+    /// take are handed at the next run, earliest first with those due since, but bring none
+    /// (a loop that never took them would run again and again), and
+    /// [`Timeouts::first`](crate::Timeouts::first) and `len` count them until then. Empty
+    /// without timeouts.
     ///
     /// # Examples
     ///

@@ -23,7 +23,9 @@ use crate::Kicker;
 ///
 /// A timeout is one-shot: handed once, it is gone, and a repeating one (D-Bus's) is set again
 /// by the library. One removed, or set again, while a run hands what fell due is not handed
-/// ([`Run::expired`](crate::Run::expired) takes each out as it hands it). Like the deadline `run_once` returns, a timeout wakes the loop only while a
+/// ([`Run::expired`](crate::Run::expired) takes each out as it hands it). Take every one a run
+/// hands: those left are handed at the next run, but bring none (a loop that never took them
+/// would otherwise run again and again), and stay counted until then. Like the deadline `run_once` returns, a timeout wakes the loop only while a
 /// task waits on the pump, unless it was built with
 /// [`idle_stop(false)`](crate::Builder::idle_stop) — which a library whose timeouts are its
 /// protocol's (retransmissions, keep-alives) needs; the next run after hands what fell due
@@ -49,8 +51,10 @@ use crate::Kicker;
 ///         Ok(timeouts)
 ///     },
 ///     move |_timeouts, run| {
-///         if run.expired().any(|token| token == 7) {
-///             told.store(true, Ordering::SeqCst); // ffi::timeout_handle(timeout 7)
+///         for token in run.expired() {
+///             if token == 7 {
+///                 told.store(true, Ordering::SeqCst); // ffi::timeout_handle(timeout 7)
+///             }
 ///         }
 ///         None // no deadline of its own: the timeouts are the loop's
 ///     },
@@ -123,7 +127,9 @@ impl Timeouts {
     pub fn set(&self, token: u64, at: Instant) {
         let earliest = {
             let mut table = lock(&self.inner.table);
-            let first = table.first();
+            // What the loop's deadline counts (`run_ends`): not those due and left untaken,
+            // which bring no run.
+            let first = table.in_order.first().map(|&(at, _)| at);
             table.take_out(token);
             table.by_token.insert(token, at);
             table.in_order.insert((at, token));
@@ -148,7 +154,7 @@ impl Timeouts {
         table.by_token.contains_key(&token) || table.handing.iter().any(|&(_, t)| t == token)
     }
 
-    /// When the first timeout falls due.
+    /// When the first timeout falls due (or fell due: one a run left untaken counts).
     pub fn first(&self) -> Option<Instant> {
         lock(&self.inner.table).first()
     }
@@ -173,6 +179,7 @@ impl Timeouts {
     /// unhanded.
     pub(crate) fn take_due(&self, now: Instant) {
         let mut table = lock(&self.inner.table);
+        let left = !table.handing.is_empty();
         while let Some(&(at, token)) = table.in_order.first() {
             if at > now {
                 break;
@@ -180,6 +187,10 @@ impl Timeouts {
             table.in_order.pop_first();
             table.by_token.remove(&token);
             table.handing.push_back((at, token));
+        }
+        // Earliest first across those a run before left too.
+        if left {
+            table.handing.make_contiguous().sort_unstable();
         }
     }
 

@@ -258,3 +258,55 @@ fn a_timeout_set_by_a_check_on_the_loops_thread_wakes_the_loop() {
     let (waited, ()) = futures_lite::future::block_on(futures_lite::future::zip(waited, kicked));
     assert_eq!(waited, Ok(()));
 }
+
+/// Found in the second review of `Run::expired`: a run that took only some of what fell due
+/// (`.any(..)` stops early) left the rest counted as the first timeout, so a later `set` from
+/// another thread never counted as the earliest and kicked nothing, and the loop slept past
+/// it; and the next run handed the leftover before one due earlier that was set meanwhile.
+#[test]
+fn a_run_that_leaves_timeouts_untaken_misses_no_later_one_and_keeps_their_order() {
+    let handed = Arc::new(Mutex::new(Vec::new()));
+    let seen = handed.clone();
+    let (pump, handle) = Pump::builder()
+        .build_with_state(
+            |setup| Ok(setup.timeouts()),
+            move |_, run| {
+                // Takes the first one only, as `.any(..)` would when it found what it wanted.
+                seen.lock()
+                    .expect("not poisoned")
+                    .extend(run.expired().next());
+                None
+            },
+        )
+        .expect("pump thread starts");
+    futures_lite::future::block_on(within("the timeouts", async {
+        let timeouts = handle
+            .call(|timeouts| timeouts.clone())
+            .await
+            .expect("open");
+        let t0 = Instant::now() - Duration::from_millis(10);
+        // Set in a call, so its run is the first to look: both due, it takes 1 and leaves 2.
+        let call = handle.call(move |timeouts| {
+            timeouts.set(1, t0);
+            timeouts.set(2, t0 + Duration::from_millis(2));
+        });
+        call.await.expect("open");
+        // Due before 2: the next run takes it first.
+        let call = handle.call(move |timeouts| timeouts.set(3, t0 + Duration::from_millis(1)));
+        call.await.expect("open");
+        // Read on the loop's thread, as the next run begins: after the last one's handing.
+        let read = handed.clone();
+        let so_far = handle.call(move |_| read.lock().expect("not poisoned").clone());
+        assert_eq!(so_far.await.expect("open"), [1, 3]);
+        // Set from another thread: the earliest still to come, whatever was left untaken.
+        let soon = Instant::now() + Duration::from_millis(30);
+        std::thread::spawn(move || timeouts.set(4, soon))
+            .join()
+            .expect("set");
+        let seen = handed.clone();
+        pump.wait_until(move || seen.lock().expect("not poisoned").contains(&4))
+            .await
+            .expect("open");
+    }));
+    assert_eq!(*handed.lock().expect("not poisoned"), [1, 3, 2, 4]);
+}
