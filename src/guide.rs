@@ -146,8 +146,8 @@
 //! [`Run::deadline_passed`] says when it came. A library with many timeouts
 //! (`dbus_connection_set_timeout_functions`, Avahi's `AvahiPoll`) takes the loop's
 //! [`Timeouts`](crate::Timeouts) ([`Setup::timeouts`]) for its timeout callbacks, each under a
-//! token, and handles [`Run::expired`] at each run: the first timeout is the loop's deadline. The pump
-//! waits on the whole set whether or not a task waits (data the library queued goes out), and
+//! token, and handles [`Run::expired`] at each run: the first timeout is the loop's deadline. The
+//! pump waits on the whole set whether or not a task waits (data the library queued goes out), and
 //! on kicks and calls; on the deadline only while a task waits, unless built with
 //! [`idle_stop(false)`](crate::Builder::idle_stop) — which a library whose timers are its
 //! protocol's (keep-alives, retransmissions, a bus's reply timeouts) needs.

@@ -250,7 +250,7 @@ pub use setup::{FactoryError, Setup};
 pub use stats::Stats;
 pub use strategy::Strategy;
 pub use subscription::{Emitter, Subscription};
-pub use timeouts::Timeouts;
+pub use timeouts::{Expired, Timeouts};
 pub use trigger::{Descriptors, Interest, RawDescriptor, Ready};
 pub use turn::Turn;
 pub use wait::{WaitFor, WaitKey, WaitUntil};

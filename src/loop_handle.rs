@@ -202,13 +202,13 @@ impl<S: 'static> LoopHandle<S> {
 impl<S: 'static> LoopHandle<S> {
     /// Submits work to the C library and waits for its completion: sends `start` to the loop's
     /// thread (as [`post`](LoopHandle::post)), and returns the wait for `key` in `table`, which
-    /// `run_once` completes when the work is done. If the wait gives up (times out, is dropped,
-    /// or the pump closes), `cancel` runs on the loop's thread
-    /// ([`WaitKey::on_cancel`](crate::WaitKey::on_cancel)) — if `start` ran: a wait that gives
-    /// up while `start` still waits for that thread (busy in a long run or call) has `start`
-    /// dropped unrun, so no work begins that nobody awaits and no cancel could take back. A panic in `start` is caught there
-    /// (the loop goes on) and resumed in the task awaiting the wait, as with
-    /// [`request`](LoopHandle::request) (a value `start` completed before it panicked is held
+    /// `run_once` completes when the work is done. If the wait gives up (times out, is dropped, or
+    /// the pump closes), `cancel` runs on the loop's thread
+    /// ([`WaitKey::on_cancel`](crate::WaitKey::on_cancel)) — if `start` ran: a wait that gives up
+    /// while `start` still waits for that thread (busy in a long run or call) has `start` dropped
+    /// unrun, so no work begins that nobody awaits and no cancel could take back. A panic in
+    /// `start` is caught there (the loop goes on) and resumed in the task awaiting the wait, as
+    /// with [`request`](LoopHandle::request) (a value `start` completed before it panicked is held
     /// back until it ended: the panic goes first); the wait gives up as it unwinds, so `cancel`
     /// runs for whatever `start` began before it panicked.
     ///
@@ -478,18 +478,18 @@ impl<S: 'static> LoopHandle<S> {
 }
 
 impl<S: 'static> LoopHandle<S> {
-    /// Starts work on the loop's thread and waits for its one result, with no table or id of
-    /// the binding's own: `start` runs there with the state and a [`Completer`] (to keep with
-    /// the C object it starts, and complete when the library reports it finished), and returns
-    /// what a cancel needs (the C timer, the transfer handle, the callback data: it need not be
-    /// `Send`); `cancel` runs there with it if the request gives up first (times out, is
-    /// dropped, or the pump closes) — only if `start` ran, and not once the request was
-    /// answered. A request that gives up before `start` began there (the thread busy in a long
-    /// run or call) has `start` dropped unrun: no message goes out for nobody. What `start` returned is kept on the loop's thread until then, and dropped
-    /// there once the request is answered: at once when answered on the loop's thread (from
-    /// `run_once`, as C callbacks do), as `start` returns when answered inside it (a library
-    /// that refuses the work at once), else at the loop's next run — which on a loop with
-    /// nothing due comes with a kick, a call or readiness.
+    /// Starts work on the loop's thread and waits for its one result, with no table or id of the
+    /// binding's own: `start` runs there with the state and a [`Completer`] (to keep with the C
+    /// object it starts, and complete when the library reports it finished), and returns what a
+    /// cancel needs (the C timer, the transfer handle, the callback data: it need not be `Send`);
+    /// `cancel` runs there with it if the request gives up first (times out, is dropped, or the
+    /// pump closes) — only if `start` ran, and not once the request was answered. A request that
+    /// gives up before `start` began there (the thread busy in a long run or call) has `start`
+    /// dropped unrun: no message goes out for nobody. What `start` returned is kept on the loop's
+    /// thread until then, and dropped there once the request is answered: at once when answered on
+    /// the loop's thread (from `run_once`, as C callbacks do), as `start` returns when answered
+    /// inside it (a library that refuses the work at once), else at the loop's next run — which on
+    /// a loop with nothing due comes with a kick, a call or readiness.
     ///
     /// [`submit`](LoopHandle::submit) is the same for a library whose results are keyed by its
     /// own ids in a [`Completions`] table.

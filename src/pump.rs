@@ -168,9 +168,9 @@ impl Pump {
     /// [`Error::ThreadSpawn`] if [`Backend::Thread`] cannot start its thread, or smol or
     /// async-std cannot start their executor's threads at their first spawn; the pump is closed
     /// then, unless another driver drives it (smol tries again at its next spawn; async-std keeps
-    /// its first failure, and every later spawn on it in the process says `ThreadSpawn` too). [`Error::ReactorUnavailable`] if async-io's reactor
-    /// cannot start (its first use in the process, with no descriptor free); nothing is spawned
-    /// then, and the pump stays as it was.
+    /// its first failure, and every later spawn on it in the process says `ThreadSpawn` too).
+    /// [`Error::ReactorUnavailable`] if async-io's reactor cannot start (its first use in the
+    /// process, with no descriptor free); nothing is spawned then, and the pump stays as it was.
     ///
     /// # Examples
     ///

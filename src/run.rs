@@ -205,8 +205,8 @@ impl<'a> Run<'a> {
     /// # Ok::<(), ffi_pump::Error>(())
     /// # }).unwrap();
     /// ```
-    pub fn expired(&self) -> crate::timeouts::Expired<'_> {
-        crate::timeouts::Expired {
+    pub fn expired(&self) -> crate::Expired<'_> {
+        crate::Expired {
             timeouts: self.timeouts,
         }
     }

@@ -21,16 +21,16 @@ use crate::Kicker;
 /// (another thread, a check the pump runs after the run) that falls due before every other one
 /// kicks the pump, so the loop's thread wakes for it.
 ///
-/// A timeout is one-shot: handed once, it is gone, and a repeating one (D-Bus's) is set again
-/// by the library. One removed, or set again, while a run hands what fell due is not handed
+/// A timeout is one-shot: handed once, it is gone, and a repeating one (D-Bus's) is set again by
+/// the library. One removed, or set again, while a run hands what fell due is not handed
 /// ([`Run::expired`](crate::Run::expired) takes each out as it hands it). Take every one a run
-/// hands: those left are handed at the next run, but bring none (a loop that never took them
-/// would otherwise run again and again), and stay counted until then. Like the deadline `run_once` returns, a timeout wakes the loop only while a
-/// task waits on the pump, unless it was built with
+/// hands: those left are handed at the next run, but bring none (a loop that never took them would
+/// otherwise run again and again), and stay counted until then. Like the deadline `run_once`
+/// returns, a timeout wakes the loop only while a task waits on the pump, unless it was built with
 /// [`idle_stop(false)`](crate::Builder::idle_stop) — which a library whose timeouts are its
 /// protocol's (retransmissions, keep-alives) needs; the next run after hands what fell due
-/// meanwhile. A loop that ticks ([`Next::Tick`](crate::Next::Tick)) looks at its timeouts at
-/// its ticks.
+/// meanwhile. A loop that ticks ([`Next::Tick`](crate::Next::Tick)) looks at its timeouts at its
+/// ticks.
 ///
 /// # Examples
 ///
@@ -129,7 +129,7 @@ impl Timeouts {
             let mut table = lock(&self.inner.table);
             // What the loop's deadline counts (`run_ends`): not those due and left untaken,
             // which bring no run.
-            let first = table.in_order.first().map(|&(at, _)| at);
+            let first = table.first_set();
             table.take_out(token);
             table.by_token.insert(token, at);
             table.in_order.insert((at, token));
@@ -199,7 +199,7 @@ impl Timeouts {
     /// and do not bring one (a loop that never takes them would run again and again).
     pub(crate) fn run_ends(&self) -> Option<Instant> {
         self.inner.in_run.store(false, Ordering::SeqCst);
-        lock(&self.inner.table).in_order.first().map(|&(at, _)| at)
+        lock(&self.inner.table).first_set()
     }
 
     /// The next timeout to hand, taken out.
@@ -214,8 +214,12 @@ impl Timeouts {
 impl Table {
     fn first(&self) -> Option<Instant> {
         let handing = self.handing.front().map(|&(at, _)| at);
-        let set = self.in_order.first().map(|&(at, _)| at);
-        handing.into_iter().chain(set).min()
+        handing.into_iter().chain(self.first_set()).min()
+    }
+
+    /// When the first timeout still to fall due does: those due and left untaken aside.
+    fn first_set(&self) -> Option<Instant> {
+        self.in_order.first().map(|&(at, _)| at)
     }
 
     /// Takes `token` out, set or about to be handed: whether it was either.
@@ -230,6 +234,27 @@ impl Table {
 
 /// Iterator returned by [`Run::expired`](crate::Run::expired): the tokens of the loop's
 /// [`Timeouts`] due at the run's start, each taken out as it is handed.
+///
+/// # Examples
+///
+/// ```
+/// use ffi_pump::{Expired, Pump};
+///
+/// # futures_lite::future::block_on(async {
+/// let (pump, _library) = Pump::builder().build_with_state(
+///     |setup| Ok(setup.timeouts()),
+///     |_, run| {
+///         let expired: Expired<'_> = run.expired();
+///         for _token in expired {
+///             // ffi::timeout_handle(timeout)
+///         }
+///         None
+///     },
+/// )?;
+/// pump.turn().await?;
+/// # Ok::<(), ffi_pump::Error>(())
+/// # }).unwrap();
+/// ```
 #[derive(Debug)]
 pub struct Expired<'a> {
     pub(crate) timeouts: Option<&'a Timeouts>,

@@ -24,13 +24,13 @@ use super::ready::{Interest, RawDescriptor, Ready};
 /// the loop hands out what [`ready`](Descriptors::ready) returned (an owned list: nothing of the
 /// set is borrowed while the library handles it).
 ///
-/// Each registration has a **token** the binding chooses (the socket's number for curl, an id
-/// of each watch for D-Bus): the set hands it back with each readiness, and it names the
-/// registration to change or remove. A token reused within one run (a watch's address, freed
-/// and allocated again by a callback) is met by the run's list of the first registration's
-/// readiness ([`Run::ready`](crate::Run::ready) is that run's own), which
-/// [`is_current`](Descriptors::is_current) tells. Several registrations may watch one descriptor, each with
-/// its own interest (a read watch and a write watch on one socket); the set watches the
+/// Each registration has a **token** the binding chooses (the socket's number for curl, an id of
+/// each watch for D-Bus): the set hands it back with each readiness, and it names the registration
+/// to change or remove. A token reused within one run (a watch's address, freed and allocated again
+/// by a callback) is met by the run's list of the first registration's readiness
+/// ([`Run::ready`](crate::Run::ready) is that run's own), which
+/// [`is_current`](Descriptors::is_current) tells. Several registrations may watch one descriptor,
+/// each with its own interest (a read watch and a write watch on one socket); the set watches the
 /// descriptor for what they ask together and hands each registration what it asked for.
 ///
 /// Readiness is level-triggered: a registration stays ready until the library consumed what made

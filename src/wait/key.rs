@@ -161,14 +161,14 @@ where
                 if (matches!(state.get(), KeyState::Claimed(_)) && !new)
                     || matches!(state.get(), KeyState::Done(_)) =>
             {
-                // Completed inside a `start` that still runs, or that panicked after: the value
-                // waits for its end, and a panic goes first.
                 // Answered before `start` began (the key completed elsewhere): it never runs,
                 // as for a value the table held before the submit. Told first: one that began
                 // instead is seen running below (it counts as running from before it begins).
                 if let Some(started) = &self.started {
                     let _ = started.give_up();
                 }
+                // Completed inside a `start` that still runs, or that panicked after: the value
+                // waits for its end, and a panic goes first.
                 if (self.started.as_ref()).is_some_and(|started| started.holds_back(cx.waker())) {
                     return Poll::Pending;
                 }

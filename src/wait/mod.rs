@@ -147,9 +147,11 @@ macro_rules! wait_future_docs {
         under way (one pass, bounded by the pump's check budget) so that nothing a check handed \
         out is lost. So a thread must not drop a wait, or poll one past its deadline, while it \
         holds a lock that a check of the pump takes: it would wait for that check, and the check \
-        for the lock; nor may a check drop a wait of another pump whose checks drop waits of         this one (each pump's check would wait for the other's). A wait polled from inside a         check of its own pump (a check that polls \
-        another wait) cannot wait for the pass it is part of: it ends with `Error::Reentrant`, \
-        and a value its own check found earlier in that pass may go with it.\n\n\
+        for the lock; nor may a check drop a wait of another pump whose checks drop waits of \
+        this one (each pump's check would wait for the other's). A wait polled from inside a \
+        check of its own pump (a check that polls another wait) cannot wait for the pass it is \
+        part of: it ends with `Error::Reentrant`, and a value its own check found earlier in \
+        that pass may go with it.\n\n\
         # Panics\n\n\
         Panics if polled again after it completed, like most futures. A panic in the check \
         itself propagates to the task that awaits this future (with the pump-evaluated \
