@@ -9,12 +9,13 @@
     feature = "tokio"
 ))]
 
+mod common;
+
 use std::fs::File;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
-
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use ffi_pump::{Backend, Error, Pump};
 use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
@@ -79,10 +80,7 @@ struct NoDescriptorFree {
 
 impl NoDescriptorFree {
     fn now() -> NoDescriptorFree {
-        let highest = (std::fs::read_dir("/proc/self/fd").expect("/proc/self/fd"))
-            .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u64>().ok())
-            .max()
-            .expect("some descriptor");
+        let highest = u64::try_from(common::highest_open_fd()).expect("not negative");
         let saved = getrlimit(Resource::Nofile);
         let lowered = Rlimit {
             current: Some(highest + 1 + 16),

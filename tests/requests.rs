@@ -903,8 +903,9 @@ fn a_start_that_begins_as_its_wait_takes_a_value_completed_elsewhere_ends_first(
                 |_| {},
             )
         };
-        table.complete(key, 9); // answered elsewhere
-                                // The loop's thread goes on to `start` as the wait takes its value, at a varying lag.
+        // Answered elsewhere; then the loop's thread goes on to `start` as the wait takes its
+        // value, at a varying lag.
+        table.complete(key, 9);
         go.store(true, SeqCst);
         for _ in 0..(key % 2_000) {
             std::hint::spin_loop();

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{eventually, within};
-use ffi_pump::{LoopHandle, Pump, Timeouts};
+use ffi_pump::{LoopHandle, Pump, Run, Timeouts};
 
 /// What the library's timeout callbacks saw: each token, with when it was due and handed.
 #[derive(Default)]
@@ -44,6 +44,15 @@ fn library(
         )
         .expect("pump thread starts");
     (pump, handle, fired)
+}
+
+/// A library whose state is its timeouts, run by `run_once`.
+fn loop_of_timeouts(
+    run_once: impl FnMut(&mut Timeouts, &Run<'_>) -> Option<Instant> + Send + 'static,
+) -> (Pump, LoopHandle<Timeouts>) {
+    Pump::builder()
+        .build_with_state(|setup| Ok(setup.timeouts()), run_once)
+        .expect("pump thread starts")
 }
 
 #[test]
@@ -192,22 +201,17 @@ fn setting_a_timeout_after_the_close_does_nothing() {
 fn a_timeout_removed_or_set_again_by_an_earlier_handler_in_the_run_is_not_handed() {
     let handed = Arc::new(Mutex::new(Vec::new()));
     let seen = handed.clone();
-    let (pump, handle) = Pump::builder()
-        .build_with_state(
-            |setup| Ok(setup.timeouts()),
-            move |timeouts, run| {
-                for token in run.expired() {
-                    seen.lock().expect("not poisoned").push(token);
-                    if token == 1 {
-                        timeouts.remove(2); // freed by the first one's handler
-                        timeouts.set(3, Instant::now() + Duration::from_secs(3_600));
-                        // remade
-                    }
-                }
-                None
-            },
-        )
-        .expect("pump thread starts");
+    let (pump, handle) = loop_of_timeouts(move |timeouts, run| {
+        for token in run.expired() {
+            seen.lock().expect("not poisoned").push(token);
+            if token == 1 {
+                timeouts.remove(2); // freed by the first one's handler
+                                    // Removed and made again, for later.
+                timeouts.set(3, Instant::now() + Duration::from_secs(3_600));
+            }
+        }
+        None
+    });
     futures_lite::future::block_on(within("the run", async {
         let at = Instant::now();
         handle
@@ -267,18 +271,13 @@ fn a_timeout_set_by_a_check_on_the_loops_thread_wakes_the_loop() {
 fn a_run_that_leaves_timeouts_untaken_misses_no_later_one_and_keeps_their_order() {
     let handed = Arc::new(Mutex::new(Vec::new()));
     let seen = handed.clone();
-    let (pump, handle) = Pump::builder()
-        .build_with_state(
-            |setup| Ok(setup.timeouts()),
-            move |_, run| {
-                // Takes the first one only, as `.any(..)` would when it found what it wanted.
-                seen.lock()
-                    .expect("not poisoned")
-                    .extend(run.expired().next());
-                None
-            },
-        )
-        .expect("pump thread starts");
+    let (pump, handle) = loop_of_timeouts(move |_, run| {
+        // Takes the first one only, as `.any(..)` would when it found what it wanted.
+        seen.lock()
+            .expect("not poisoned")
+            .extend(run.expired().next());
+        None
+    });
     futures_lite::future::block_on(within("the timeouts", async {
         let timeouts = handle
             .call(|timeouts| timeouts.clone())

@@ -13,13 +13,6 @@ use std::time::Duration;
 use ffi_pump::Error;
 use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
 
-fn highest_open_fd() -> i32 {
-    (std::fs::read_dir("/proc/self/fd").expect("/proc/self/fd"))
-        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .max()
-        .expect("some descriptor")
-}
-
 /// Found in review: a driver that takes over once the library closed its descriptor duplicates
 /// the trigger past the library's number; with the library's number the last below the limit,
 /// and every other taken, the duplicate fell back to the lowest free number — the library's —
@@ -33,7 +26,7 @@ fn a_driver_taking_over_at_the_limit_after_the_library_closed_its_descriptor_sto
         .expect("runtime");
     let (read, write) = rustix::pipe::pipe().expect("pipe");
     // The library's descriptor, high up: it will be the last number below the limit.
-    let high = highest_open_fd() + 64;
+    let high = common::highest_open_fd() + 64;
     let read: OwnedFd = rustix::io::fcntl_dupfd_cloexec(&read, high).expect("dup high");
     assert_eq!(read.as_raw_fd(), high);
     let runs = Arc::new(AtomicU64::new(0));

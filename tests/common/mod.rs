@@ -464,3 +464,12 @@ pub fn hold_loop_thread<S: 'static>(
     inside.recv().expect("the post runs");
     release
 }
+
+/// The highest descriptor number this process has open (`/proc/self/fd`).
+#[cfg(any(target_os = "linux", target_os = "android"))]
+pub fn highest_open_fd() -> std::os::fd::RawFd {
+    (std::fs::read_dir("/proc/self/fd").expect("/proc/self/fd"))
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
+        .max()
+        .expect("some descriptor")
+}
